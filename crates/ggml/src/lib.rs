@@ -1,0 +1,1 @@
+//! ggml tensor types: block layouts, dequantization, reference quantization and dot products.

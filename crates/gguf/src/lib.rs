@@ -1,0 +1,18 @@
+//! The GGUF container format: a validating, zero-copy reader over a memory map, and a writer.
+//!
+//! The format is specified in ggml's `docs/gguf.md`. Versions 2 and 3 are read (they differ
+//! from version 1 in using 64-bit counts); version 3 is written.
+
+mod error;
+mod ggml_type;
+mod metadata;
+mod reader;
+mod value;
+mod writer;
+
+pub use error::{GgufError, Result};
+pub use ggml_type::{GgmlType, QK_K};
+pub use metadata::{Metadata, ALIGNMENT_KEY, ARCHITECTURE_KEY, DEFAULT_ALIGNMENT};
+pub use reader::{GgufFile, GgufHeader, TensorInfo, MAGIC, MAX_DIMS};
+pub use value::{Array, Value, ValueType};
+pub use writer::GgufWriter;

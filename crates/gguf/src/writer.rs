@@ -1,0 +1,210 @@
+//! Writing GGUF version 3: metadata, tensor infos, then each tensor's data at an aligned offset.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
+
+use crate::metadata::{ALIGNMENT_KEY, DEFAULT_ALIGNMENT};
+use crate::reader::{align_up, tensor_size, MAGIC, MAX_DIMS};
+use crate::{GgmlType, GgufError, Metadata, Result, Value};
+
+struct PendingTensor {
+    name: String,
+    shape: Vec<u64>,
+    ggml_type: GgmlType,
+    data: Vec<u8>,
+}
+
+/// Collects metadata and tensors, then writes them as one GGUF file.
+#[derive(Default)]
+pub struct GgufWriter {
+    metadata: Metadata,
+    tensors: Vec<PendingTensor>,
+}
+
+impl GgufWriter {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Starts from existing metadata, e.g. to rewrite a file.
+    pub fn with_metadata(metadata: Metadata) -> Self {
+        GgufWriter {
+            metadata,
+            tensors: Vec::new(),
+        }
+    }
+
+    pub fn metadata_mut(&mut self) -> &mut Metadata {
+        &mut self.metadata
+    }
+
+    /// Sets a metadata key (replacing an earlier value).
+    pub fn set(&mut self, key: impl Into<String>, value: impl Into<Value>) -> &mut Self {
+        self.metadata.set(key, value);
+        self
+    }
+
+    /// Adds a tensor. `shape` is in ggml order and `data` must be exactly the bytes that type and
+    /// shape require.
+    pub fn add_tensor(
+        &mut self,
+        name: impl Into<String>,
+        ggml_type: GgmlType,
+        shape: &[u64],
+        data: Vec<u8>,
+    ) -> Result<&mut Self> {
+        let name = name.into();
+        if shape.is_empty() || shape.len() > MAX_DIMS as usize {
+            return Err(GgufError::BadDimCount {
+                tensor: name,
+                n_dims: shape.len() as u32,
+            });
+        }
+        if self.tensors.iter().any(|t| t.name == name) {
+            return Err(GgufError::DuplicateTensor(name));
+        }
+        let size = tensor_size(&name, shape, ggml_type)?;
+        if size != data.len() as u64 {
+            return Err(GgufError::BadShape {
+                tensor: name,
+                shape: shape.to_vec(),
+                reason: format!(
+                    "{ggml_type} data of this shape is {size} bytes, {} were given",
+                    data.len()
+                ),
+            });
+        }
+        self.tensors.push(PendingTensor {
+            name,
+            shape: shape.to_vec(),
+            ggml_type,
+            data,
+        });
+        Ok(self)
+    }
+
+    /// Adds an F32 tensor.
+    pub fn add_f32(
+        &mut self,
+        name: impl Into<String>,
+        shape: &[u64],
+        values: &[f32],
+    ) -> Result<&mut Self> {
+        let data = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        self.add_tensor(name, GgmlType::F32, shape, data)
+    }
+
+    fn alignment(&self) -> Result<u64> {
+        match self.metadata.get(ALIGNMENT_KEY) {
+            None => Ok(DEFAULT_ALIGNMENT),
+            Some(Value::U32(a)) if a.is_power_of_two() => Ok(u64::from(*a)),
+            Some(Value::U32(a)) => Err(GgufError::BadAlignment(u64::from(*a))),
+            Some(v) => Err(GgufError::WrongType {
+                key: ALIGNMENT_KEY.to_owned(),
+                expected: "u32",
+                found: v.type_description(),
+            }),
+        }
+    }
+
+    /// Writes the whole file.
+    pub fn write_to(&self, out: &mut impl Write) -> Result<()> {
+        let alignment = self.alignment()?;
+        self.write_inner(out, alignment)
+            .map_err(|source| GgufError::Io {
+                path: "<gguf writer>".into(),
+                source,
+            })
+    }
+
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        self.write_to(&mut out)?;
+        Ok(out)
+    }
+
+    /// Writes the file to `path`, via a temporary file beside it so that a failed write never
+    /// leaves a half-written model under the final name.
+    pub fn write_file(&self, path: impl AsRef<Path>) -> Result<()> {
+        let path = path.as_ref();
+        let io = |source| GgufError::Io {
+            path: path.to_owned(),
+            source,
+        };
+        let alignment = self.alignment()?;
+        let tmp = path.with_extension("gguf.partial");
+        let mut w = BufWriter::new(File::create(&tmp).map_err(io)?);
+        self.write_inner(&mut w, alignment).map_err(io)?;
+        w.into_inner()
+            .map_err(|e| io(e.into_error()))?
+            .sync_all()
+            .map_err(io)?;
+        std::fs::rename(&tmp, path).map_err(io)
+    }
+
+    fn write_inner(&self, w: &mut impl Write, alignment: u64) -> io::Result<()> {
+        let mut header = Vec::new();
+        header.extend(MAGIC);
+        header.extend(3u32.to_le_bytes());
+        header.extend((self.tensors.len() as u64).to_le_bytes());
+        header.extend((self.metadata.len() as u64).to_le_bytes());
+        for (key, value) in self.metadata.iter() {
+            encode_str(&mut header, key);
+            header.extend((value.value_type() as u32).to_le_bytes());
+            encode_value(&mut header, value);
+        }
+        let mut offset = 0u64;
+        let mut offsets = Vec::with_capacity(self.tensors.len());
+        for t in &self.tensors {
+            encode_str(&mut header, &t.name);
+            header.extend((t.shape.len() as u32).to_le_bytes());
+            for d in &t.shape {
+                header.extend(d.to_le_bytes());
+            }
+            header.extend(t.ggml_type.id().to_le_bytes());
+            header.extend(offset.to_le_bytes());
+            offsets.push(offset);
+            offset = align_up(offset + t.data.len() as u64, alignment);
+        }
+        let data_start = align_up(header.len() as u64, alignment);
+        header.resize(data_start as usize, 0);
+        w.write_all(&header)?;
+        let mut written = 0u64;
+        for (t, &off) in self.tensors.iter().zip(&offsets) {
+            w.write_all(&vec![0; (off - written) as usize])?;
+            w.write_all(&t.data)?;
+            written = off + t.data.len() as u64;
+        }
+        Ok(())
+    }
+}
+
+fn encode_str(buf: &mut Vec<u8>, s: &str) {
+    buf.extend((s.len() as u64).to_le_bytes());
+    buf.extend(s.as_bytes());
+}
+
+fn encode_value(buf: &mut Vec<u8>, value: &Value) {
+    match value {
+        Value::U8(v) => buf.push(*v),
+        Value::I8(v) => buf.push(*v as u8),
+        Value::U16(v) => buf.extend(v.to_le_bytes()),
+        Value::I16(v) => buf.extend(v.to_le_bytes()),
+        Value::U32(v) => buf.extend(v.to_le_bytes()),
+        Value::I32(v) => buf.extend(v.to_le_bytes()),
+        Value::F32(v) => buf.extend(v.to_le_bytes()),
+        Value::Bool(v) => buf.push(u8::from(*v)),
+        Value::String(s) => encode_str(buf, s),
+        Value::U64(v) => buf.extend(v.to_le_bytes()),
+        Value::I64(v) => buf.extend(v.to_le_bytes()),
+        Value::F64(v) => buf.extend(v.to_le_bytes()),
+        Value::Array(a) => {
+            buf.extend((a.item_type as u32).to_le_bytes());
+            buf.extend((a.items.len() as u64).to_le_bytes());
+            for item in &a.items {
+                encode_value(buf, item);
+            }
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! Model catalog and downloads: plumb pull.

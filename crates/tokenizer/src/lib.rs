@@ -1,0 +1,1 @@
+//! Tokenizers (SentencePiece and byte-level BPE) and chat templates, from GGUF metadata.
