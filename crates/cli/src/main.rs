@@ -1,1 +1,49 @@
-fn main() {}
+//! The `plumb` command line.
+
+mod commands;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "plumb",
+    version,
+    about = "Run GGUF language models, and prove the numbers are right"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Show a GGUF file's architecture, metadata and tensors, or one tensor's values
+    Inspect(commands::inspect::Args),
+    /// Download a model from the catalog or a URL into the model cache
+    Pull(commands::pull::Args),
+    /// Tokenize text with a model's tokenizer and print ids and pieces
+    Tokenize(commands::tokenize::Args),
+}
+
+fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("PLUMB_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Inspect(args) => commands::inspect::run(args),
+        Command::Pull(args) => commands::pull::run(args),
+        Command::Tokenize(args) => commands::tokenize::run(args),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

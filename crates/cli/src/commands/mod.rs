@@ -1,0 +1,5 @@
+//! One module per subcommand: its arguments and its `run`.
+
+pub mod inspect;
+pub mod pull;
+pub mod tokenize;
