@@ -23,6 +23,8 @@ enum Command {
     Pull(commands::pull::Args),
     /// Tokenize text with a model's tokenizer and print ids and pieces
     Tokenize(commands::tokenize::Args),
+    /// Generate text from a prompt
+    Run(commands::run::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -38,6 +40,7 @@ fn main() -> std::process::ExitCode {
         Command::Inspect(args) => commands::inspect::run(args),
         Command::Pull(args) => commands::pull::run(args),
         Command::Tokenize(args) => commands::tokenize::run(args),
+        Command::Run(args) => commands::run::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

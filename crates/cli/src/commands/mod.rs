@@ -3,3 +3,4 @@
 pub mod inspect;
 pub mod pull;
 pub mod tokenize;
+pub mod run;
