@@ -145,3 +145,18 @@ fn writer_rejects_inconsistent_tensors() {
         .unwrap();
     assert!(err.to_string().contains("5 dimensions"), "{err}");
 }
+
+/// Writes the sample files as seeds for the fuzzer (`fuzz/seed.sh` sets PLUMB_FUZZ_SEED_DIR),
+/// or to a temporary directory; either way each seed must read back.
+#[test]
+fn write_fuzz_seeds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = std::env::var_os("PLUMB_FUZZ_SEED_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| tmp.path().to_owned());
+    for alignment in [None, Some(8)] {
+        let path = dir.join(format!("sample-align{}.gguf", alignment.unwrap_or(32)));
+        sample_writer(alignment).write_file(&path).unwrap();
+        GgufFile::open(&path).unwrap();
+    }
+}
