@@ -23,6 +23,8 @@ mod dot;
 mod error;
 mod float;
 mod fp;
+mod iq;
+mod iq_tables;
 mod k_quants;
 mod legacy;
 mod mxfp4;
@@ -56,6 +58,15 @@ fn dequantizer(ty: GgmlType) -> Option<Dequantizer> {
         Q5_K => k_quants::dequantize_q5_k,
         Q6_K => k_quants::dequantize_q6_k,
         Q8_K => k_quants::dequantize_q8_k,
+        IQ2_XXS => iq::dequantize_iq2_xxs,
+        IQ2_XS => iq::dequantize_iq2_xs,
+        IQ2_S => iq::dequantize_iq2_s,
+        IQ3_XXS => iq::dequantize_iq3_xxs,
+        IQ3_S => iq::dequantize_iq3_s,
+        IQ1_S => iq::dequantize_iq1_s,
+        IQ1_M => iq::dequantize_iq1_m,
+        IQ4_NL => iq::dequantize_iq4_nl,
+        IQ4_XS => iq::dequantize_iq4_xs,
         TQ1_0 => ternary::dequantize_tq1_0,
         TQ2_0 => ternary::dequantize_tq2_0,
         MXFP4 => mxfp4::dequantize_mxfp4,

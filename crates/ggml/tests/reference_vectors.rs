@@ -7,8 +7,8 @@
 use plumb_ggml::{can_quantize, dequantize_row, dot_row, quantize_row_to_vec, GgmlType};
 use plumb_gguf::GgufFile;
 
-/// The types of the file checked so far (the i-quants follow).
-const TYPES_IN_FILE: [GgmlType; 17] = [
+/// Every type the file holds `T.q` / `T.f32` for.
+const TYPES_IN_FILE: [GgmlType; 26] = [
     GgmlType::F16,
     GgmlType::BF16,
     GgmlType::Q4_0,
@@ -23,6 +23,15 @@ const TYPES_IN_FILE: [GgmlType; 17] = [
     GgmlType::Q5_K,
     GgmlType::Q6_K,
     GgmlType::Q8_K,
+    GgmlType::IQ2_XXS,
+    GgmlType::IQ2_XS,
+    GgmlType::IQ3_XXS,
+    GgmlType::IQ1_S,
+    GgmlType::IQ4_NL,
+    GgmlType::IQ3_S,
+    GgmlType::IQ2_S,
+    GgmlType::IQ4_XS,
+    GgmlType::IQ1_M,
     GgmlType::TQ1_0,
     GgmlType::TQ2_0,
     GgmlType::MXFP4,
