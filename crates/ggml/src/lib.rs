@@ -6,8 +6,8 @@
 //! The reference quantizers (`quantize_row`) reproduce ggml's `quantize_row_*_ref` byte for
 //! byte. `dot_row` is the plain scalar yardstick that faster kernels are checked against.
 //!
-//! One module per family, each with a table of its block layouts:
-//! - [`float`](crate::float): F32, F16, BF16;
+//! One module per family, each documenting its block layouts:
+//! - `float`: F32, F16, BF16;
 //! - `legacy`: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1 (blocks of 32);
 //! - `k_quants`: Q2_K .. Q6_K and Q8_K (super-blocks of 256), with `scale_search` holding the
 //!   scale fits their quantizers share;
