@@ -179,7 +179,7 @@ pub(crate) fn tensor_size(name: &str, shape: &[u64], ggml_type: GgmlType) -> Res
         reason,
     };
     let block = ggml_type.block_size() as u64;
-    if shape[0] % block != 0 {
+    if !shape[0].is_multiple_of(block) {
         return Err(bad(format!(
             "row length {} is not a multiple of the {ggml_type} block size {block}",
             shape[0]
@@ -197,7 +197,7 @@ pub(crate) fn tensor_size(name: &str, shape: &[u64], ggml_type: GgmlType) -> Res
 
 fn check_tensor_placement(tensors: &[TensorInfo], alignment: u64, data_len: u64) -> Result<()> {
     for t in tensors {
-        if t.offset % alignment != 0 {
+        if !t.offset.is_multiple_of(alignment) {
             return Err(GgufError::Misaligned {
                 tensor: t.name.clone(),
                 offset: t.offset,

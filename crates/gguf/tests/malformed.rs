@@ -65,7 +65,7 @@ impl Raw {
         b.extend(self.n_kv.unwrap_or(self.kv.len() as u64).to_le_bytes());
         self.kv.iter().for_each(|e| b.extend(e));
         self.tensors.iter().for_each(|e| b.extend(e));
-        while b.len() % self.alignment != 0 {
+        while !b.len().is_multiple_of(self.alignment) {
             b.push(0);
         }
         b.extend(&self.data);

@@ -29,7 +29,11 @@ fn quant_vectors_file_has_every_type() {
         let deq = f.require_tensor(&format!("{type_name}.f32")).unwrap();
         assert_eq!(deq.ggml_type, GgmlType::F32);
     }
-    assert!(f.tensors().len() >= 2 * 26 + 1);
+    assert_eq!(
+        f.tensors().len(),
+        1 + 2 * 26,
+        "source plus .q and .f32 for 26 types"
+    );
 }
 
 /// Tensor counts by type and hyperparameters, as `shared/models/README.md` lists them.

@@ -2,5 +2,5 @@
 
 pub mod inspect;
 pub mod pull;
-pub mod tokenize;
 pub mod run;
+pub mod tokenize;
