@@ -1,1 +1,31 @@
 //! Tokenizers (SentencePiece and byte-level BPE) and chat templates, from GGUF metadata.
+//!
+//! The tokenizer reproduces llama.cpp's token ids exactly, including its quirks: a wrong
+//! id silently makes wrong text, so "close" is not good enough.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let file = plumb_gguf::GgufFile::open("model.gguf")?;
+//! let tok = plumb_tokenizer::Tokenizer::from_gguf(file.metadata())?;
+//! let ids = tok.encode("Hello world", true, false)?;
+//! assert_eq!(tok.decode(&ids)?, "Hello world");
+//! # Ok(()) }
+//! ```
+
+mod bpe;
+mod chat;
+mod decode;
+mod error;
+mod pretokenize;
+mod special;
+mod spm;
+mod tokenizer;
+mod unicode;
+mod vocab;
+
+pub use chat::{ChatMessage, ChatTemplate, ChatTemplateError, BUILTIN_TEMPLATES};
+pub use decode::StreamDecoder;
+pub use error::TokenizerError;
+pub use pretokenize::known_pre_types;
+pub use tokenizer::Tokenizer;
+pub use vocab::{TokenizerOptions, VocabKind};
