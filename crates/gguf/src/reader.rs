@@ -154,6 +154,14 @@ impl GgufHeader {
         }
 
         let data_offset = align_up(r.pos as u64, alignment);
+        if !tensors.is_empty() && data_offset > bytes.len() as u64 {
+            return Err(GgufError::Truncated {
+                what: "padding before the data section".to_owned(),
+                offset: r.pos as u64,
+                needed: data_offset - r.pos as u64,
+                available: r.remaining(),
+            });
+        }
         let data_len = (bytes.len() as u64).saturating_sub(data_offset);
         check_tensor_placement(&tensors, alignment, data_len)?;
 

@@ -286,6 +286,19 @@ fn element_count_overflow() {
     assert!(matches!(err(&raw), GgufError::BadShape { tensor, .. } if tensor == "w"));
 }
 
+/// Found by the fuzzer: an empty tensor in a file that ends before its data section starts.
+#[test]
+fn empty_tensor_in_a_file_without_data_section() {
+    let mut bytes = Raw::new().tensor("w", &[0], F32, 0).bytes();
+    let header_end = 24 + (8 + 1) + 4 + 8 + 4 + 8;
+    bytes.truncate(header_end + 2);
+    let e = GgufFile::from_bytes(bytes).err().expect("rejected");
+    assert!(
+        matches!(&e, GgufError::Truncated { what, .. } if what.contains("data section")),
+        "{e}"
+    );
+}
+
 #[test]
 fn misaligned_tensor_data() {
     let raw = Raw::new().tensor("w", &[4], F32, 8).data(64);
