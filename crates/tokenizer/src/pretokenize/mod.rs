@@ -28,6 +28,8 @@ enum Family {
     Llama3,
     /// Qwen2's regex: Llama 3's with single digits (`qwen2`, `stablelm2`, ...).
     Qwen2,
+    /// Qwen3.5's regex: Qwen2's with combining marks counted as letters.
+    Qwen35,
     DeepseekLlm,
     DeepseekCoder,
     Falcon,
@@ -46,7 +48,8 @@ impl Family {
             Family::Gpt2 => &[Gpt2],
             Family::Starcoder => &[SingleNumber, Gpt2],
             Family::Llama3 => &[Llama3],
-            Family::Qwen2 => &[Qwen2],
+            Family::Qwen2 => &[Qwen2 { marks: false }],
+            Family::Qwen35 => &[Qwen2 { marks: true }],
             Family::DeepseekLlm => &[
                 LineBreak,
                 SpaceThenWide(rules::DEEPSEEK_LETTERS),
@@ -168,6 +171,7 @@ const PRE_TYPES: &[(&[&str], Family, bool, bool, bool, bool)] = &[
         false,
         false,
     ),
+    (&["qwen35"], Family::Qwen35, false, false, false, false),
     (&["stablelm2"], Family::Qwen2, true, false, false, false),
     (&["olmo"], Family::Gpt2, true, false, false, false),
     (&["dbrx"], Family::Llama3, true, false, false, false),

@@ -167,8 +167,10 @@ pub(super) enum Rule {
     /// llama.cpp's hand-written Llama 3 splitter.
     Llama3,
     /// Collapsed: Qwen2's `(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|
-    /// [^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`.
-    Qwen2,
+    /// [^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`;
+    /// with `marks` (Qwen3.5), `\p{M}` joins `\p{L}` in the letter runs and leaves the
+    /// punctuation class.
+    Qwen2 { marks: bool },
     /// Collapsed: `\p{N}`.
     SingleNumber,
     /// Collapsed: `\p{N}+`.
@@ -199,7 +201,7 @@ impl Rule {
     pub fn needs_collapsed(self) -> bool {
         matches!(
             self,
-            Rule::Qwen2
+            Rule::Qwen2 { .. }
                 | Rule::SingleNumber
                 | Rule::NumberRun
                 | Rule::PunctuationRun { .. }
@@ -220,7 +222,7 @@ impl Rule {
         match self {
             Rule::Gpt2 => custom::split_gpt2(text.cpts, text.flags, start, end, out),
             Rule::Llama3 => custom::split_llama3(text.cpts, text.flags, start, end, out),
-            Rule::Qwen2 => matches(start, end, out, |p| qwen2_at(c, p, end)),
+            Rule::Qwen2 { marks } => matches(start, end, out, |p| qwen2_at(c, p, end, marks)),
             Rule::SingleNumber => matches(start, end, out, |p| is_number(c[p]).then_some(p + 1)),
             Rule::NumberRun => matches(start, end, out, |p| {
                 is_number(c[p]).then(|| run(p, &|i| is_number(c[i])))
@@ -325,7 +327,8 @@ fn space_then(
 }
 
 /// The Qwen2 regex at `p` (see [`Rule::Qwen2`]); every code point starts some match.
-fn qwen2_at(c: &[u8], p: usize, end: usize) -> Option<usize> {
+fn qwen2_at(c: &[u8], p: usize, end: usize, marks: bool) -> Option<usize> {
+    let in_word = |b: u8| is_letter(b) || (marks && b == 0xD4);
     let at = |i: usize| (i < end).then(|| c[i]);
     let c0 = c[p];
 
@@ -341,7 +344,7 @@ fn qwen2_at(c: &[u8], p: usize, end: usize) -> Option<usize> {
     }
 
     let letters_from = |mut i: usize| {
-        while i < end && is_letter(c[i]) {
+        while i < end && in_word(c[i]) {
             i += 1;
         }
         i
@@ -362,7 +365,7 @@ fn qwen2_at(c: &[u8], p: usize, end: usize) -> Option<usize> {
     }
 
     // ?[^\s\p{L}\p{N}]+[\r\n]*
-    let other = |b: u8| !(is_space(b) || is_letter(b) || is_number(b));
+    let other = |b: u8| !(is_space(b) || in_word(b) || is_number(b));
     let first = if c0 == b' ' && at(p + 1).is_some_and(other) {
         p + 1
     } else {
@@ -422,11 +425,17 @@ mod tests {
     #[test]
     fn qwen2_follows_regex_alternation_order() {
         assert_eq!(
-            split(Rule::Qwen2, "I'm here  123 (ok)\n\n  x"),
+            split(Rule::Qwen2 { marks: false }, "I'm here  123 (ok)\n\n  x"),
             ["I", "'m", " here", " ", " ", "1", "2", "3", " (", "ok", ")\n\n", " ", " x"]
         );
-        assert_eq!(split(Rule::Qwen2, "a  \n b"), ["a", "  \n", " b"]);
-        assert_eq!(split(Rule::Qwen2, "end   "), ["end", "   "]);
+        assert_eq!(
+            split(Rule::Qwen2 { marks: false }, "a  \n b"),
+            ["a", "  \n", " b"]
+        );
+        assert_eq!(
+            split(Rule::Qwen2 { marks: false }, "end   "),
+            ["end", "   "]
+        );
     }
 
     #[test]
