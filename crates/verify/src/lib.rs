@@ -1,0 +1,15 @@
+//! The verification toolkit.
+//!
+//! - [`Trace`]: the named intermediates of one run, stored as a GGUF file of F32 tensors in
+//!   graph order, with the run's provenance in metadata. llama.cpp's own hidden states
+//!   (`shared/golden/<model>/trace.gguf`) are in the same format.
+//! - [`TensorStats`]: what engine authors print by hand when hunting a bug.
+//! - [`diff`]: compares two traces tensor by tensor and names the first divergence.
+
+mod diff;
+mod stats;
+mod trace;
+
+pub use diff::{diff, op_that_produced, DiffReport, TensorDiff, Tolerance, Verdict};
+pub use stats::TensorStats;
+pub use trace::{Trace, TraceError, TraceInfo};
