@@ -241,11 +241,18 @@ fn summary_text(file: &GgufFile) -> String {
         md.len(),
         file.header().alignment
     );
-    s.push_str("architecture:\n");
-    for (k, v) in architecture_summary(md) {
-        let _ = writeln!(s, "  {k:<20} {v}");
+    // Trace files and test-vector files are GGUF too, but describe no model.
+    let describes_a_model = md
+        .arch_key("block_count")
+        .is_ok_and(|key| md.contains(&key));
+    if describes_a_model {
+        s.push_str("architecture:\n");
+        for (k, v) in architecture_summary(md) {
+            let _ = writeln!(s, "  {k:<20} {v}");
+        }
+        s.push('\n');
     }
-    s.push_str("\nmetadata:\n");
+    s.push_str("metadata:\n");
     let width = md.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     for (k, v) in md.iter() {
         let _ = writeln!(
