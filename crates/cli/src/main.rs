@@ -25,6 +25,8 @@ enum Command {
     Tokenize(commands::tokenize::Args),
     /// Generate text from a prompt
     Run(commands::run::Args),
+    /// Compare two trace files layer by layer and name the first divergent tensor
+    Diff(commands::diff::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -37,6 +39,7 @@ fn main() -> std::process::ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Diff(args) => return commands::diff::run(args),
         Command::Inspect(args) => commands::inspect::run(args),
         Command::Pull(args) => commands::pull::run(args),
         Command::Tokenize(args) => commands::tokenize::run(args),

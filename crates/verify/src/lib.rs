@@ -5,11 +5,14 @@
 //!   (`shared/golden/<model>/trace.gguf`) are in the same format.
 //! - [`TensorStats`]: what engine authors print by hand when hunting a bug.
 //! - [`diff`]: compares two traces tensor by tensor and names the first divergence.
+//! - [`NllMean`], [`KlStats`]: perplexity and KL divergence the way llama-perplexity does them.
 
 mod diff;
+mod perplexity;
 mod stats;
 mod trace;
 
 pub use diff::{diff, op_that_produced, DiffReport, TensorDiff, Tolerance, Verdict};
+pub use perplexity::{log_softmax, scored_positions, windows, KlStats, NllMean};
 pub use stats::TensorStats;
 pub use trace::{Trace, TraceError, TraceInfo};
