@@ -4,6 +4,8 @@
 //! and say so on the real stderr, past the test harness's capture, so that a skip is never
 //! silent in CI output.
 
+pub mod golden;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 

@@ -1,0 +1,130 @@
+//! The KV cache storage and causal attention over it.
+
+use plumb_model::{Activations, AttentionStep, KvLayout, LayerKv};
+use rayon::prelude::*;
+
+use crate::matmul::dot;
+use crate::tensor::HostTensor;
+
+/// Keys and values in f32 (llama.cpp rounds them to f16; the reference does not).
+pub struct RefKvStorage {
+    layers: Vec<LayerStore>,
+}
+
+/// One layer: for each sequence, `capacity` slots of one K row and one V row each.
+struct LayerStore {
+    shape: LayerKv,
+    k: Vec<f32>,
+    v: Vec<f32>,
+}
+
+impl RefKvStorage {
+    pub fn new(layout: &KvLayout) -> Self {
+        let layers = layout
+            .layers
+            .iter()
+            .map(|shape| {
+                let slots = layout.n_seq * shape.capacity;
+                LayerStore {
+                    shape: *shape,
+                    k: vec![0.0; slots * shape.k_width()],
+                    v: vec![0.0; slots * shape.v_width()],
+                }
+            })
+            .collect();
+        RefKvStorage { layers }
+    }
+
+    pub fn n_layers(&self) -> usize {
+        self.layers.len()
+    }
+
+    pub fn layer_shape(&self, layer: usize) -> &LayerKv {
+        &self.layers[layer].shape
+    }
+}
+
+impl LayerStore {
+    fn index(&self, seq: usize, pos: usize) -> usize {
+        seq * self.shape.capacity + self.shape.slot(pos)
+    }
+
+    fn k_row(&self, seq: usize, pos: usize) -> &[f32] {
+        let w = self.shape.k_width();
+        let i = self.index(seq, pos);
+        &self.k[i * w..(i + 1) * w]
+    }
+
+    fn v_row(&self, seq: usize, pos: usize) -> &[f32] {
+        let w = self.shape.v_width();
+        let i = self.index(seq, pos);
+        &self.v[i * w..(i + 1) * w]
+    }
+
+    fn store(&mut self, seq: usize, pos: usize, k: &[f32], v: &[f32]) {
+        let i = self.index(seq, pos);
+        let (kw, vw) = (self.shape.k_width(), self.shape.v_width());
+        self.k[i * kw..(i + 1) * kw].copy_from_slice(k);
+        self.v[i * vw..(i + 1) * vw].copy_from_slice(v);
+    }
+}
+
+/// Stores the batch's keys and values, then computes, for each token and query head,
+/// `softmax(scale · q·Kᵀ) · V` over the positions the token sees. The caller has checked the
+/// shapes.
+pub fn attention(
+    q: &HostTensor,
+    k: &HostTensor,
+    v: &HostTensor,
+    kv: &mut RefKvStorage,
+    step: &AttentionStep<'_>,
+) -> HostTensor {
+    let layer = &mut kv.layers[step.layer];
+    for (t, place) in step.tokens.iter().enumerate() {
+        layer.store(place.seq, place.pos, k.row(t), v.row(t));
+    }
+    let layer = &*layer;
+    let (hd_k, hd_v) = (layer.shape.head_dim_k, layer.shape.head_dim_v);
+    let group = step.n_head / layer.shape.n_head_kv;
+
+    let mut out = HostTensor::zeros(q.n_tokens(), step.n_head * hd_v);
+    let out_width = out.width();
+    out.data_mut()
+        .par_chunks_mut(out_width)
+        .enumerate()
+        .for_each(|(t, out_row)| {
+            let place = step.tokens[t];
+            let visible = layer.shape.visible(place.pos);
+            let mut weights = vec![0.0f32; visible.len()];
+            for h in 0..step.n_head {
+                let kv_head = h / group;
+                let q_h = &q.row(t)[h * hd_k..(h + 1) * hd_k];
+                for (w, pos) in weights.iter_mut().zip(visible.clone()) {
+                    let k_h = &layer.k_row(place.seq, pos)[kv_head * hd_k..(kv_head + 1) * hd_k];
+                    *w = step.scale * dot(q_h, k_h);
+                }
+                softmax(&mut weights);
+                let out_h = &mut out_row[h * hd_v..(h + 1) * hd_v];
+                for (&w, pos) in weights.iter().zip(visible.clone()) {
+                    let v_h = &layer.v_row(place.seq, pos)[kv_head * hd_v..(kv_head + 1) * hd_v];
+                    for (o, &x) in out_h.iter_mut().zip(v_h) {
+                        *o += w * x;
+                    }
+                }
+            }
+        });
+    out
+}
+
+fn softmax(x: &mut [f32]) {
+    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut sum = 0.0f64;
+    for v in x.iter_mut() {
+        *v = (*v - max).exp();
+        sum += f64::from(*v);
+    }
+    let inv = (1.0 / sum) as f32;
+    for v in x.iter_mut() {
+        *v *= inv;
+    }
+}

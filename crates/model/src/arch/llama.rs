@@ -1,0 +1,110 @@
+//! Llama (Llama 2 and 3, TinyLlama, SmolLM2, Mistral): a stack of pre-norm decoder blocks,
+//!
+//! ```text
+//! h   = x + Attention(RMSNorm(x))          causal, grouped KV heads, RoPE on Q and K
+//! out = h + W_down(SiLU(W_gate·n) ⊙ W_up·n)   where n = RMSNorm(h)
+//! ```
+//!
+//! then a final RMSNorm and the projection to the vocabulary. Qwen2 is the same decoder with
+//! other options (see `qwen2.rs`).
+
+use crate::backend::{Activation, Backend};
+use crate::hparams::HyperParams;
+use crate::layers::{AttentionConfig, Bias, GatedFfn, OutputHead, SelfAttention};
+use crate::pass::Pass;
+use crate::rope::Rope;
+use crate::weights::WeightLoader;
+use crate::Result;
+
+/// The options that tell the Llama-style decoders apart.
+pub(crate) struct Variant {
+    pub qkv_bias: Bias,
+    pub ffn_bias: Bias,
+    /// Whether the file may carry `rope_freqs.weight` (Llama 3.1's frequency factors).
+    pub rope_freq_factors: bool,
+}
+
+/// Llama itself: optional biases, as llama.cpp accepts them, and Llama 3.1's RoPE factors.
+pub(crate) const LLAMA: Variant = Variant {
+    qkv_bias: Bias::Optional,
+    ffn_bias: Bias::Optional,
+    rope_freq_factors: true,
+};
+
+pub(crate) struct Llama<B: Backend> {
+    token_embd: B::Weight,
+    blocks: Vec<Block<B>>,
+    head: OutputHead<B>,
+    rope: Rope,
+    attention_scale: f32,
+    rms_eps: f32,
+}
+
+struct Block<B: Backend> {
+    attn_norm: B::Weight,
+    attention: SelfAttention<B>,
+    ffn_norm: B::Weight,
+    ffn: GatedFfn<B>,
+}
+
+impl<B: Backend> Llama<B> {
+    pub fn load(
+        loader: &mut WeightLoader<'_, B>,
+        hp: &HyperParams,
+        variant: &Variant,
+    ) -> Result<Self> {
+        let mut rope = hp.rope.clone();
+        if variant.rope_freq_factors {
+            let factors = loader.optional_host_f32("rope_freqs.weight", &[rope.n_rot / 2])?;
+            rope.freq_factors = factors.map(Into::into);
+        }
+        let token_embd = loader.tensor("token_embd.weight", &[hp.n_embd, hp.n_vocab])?;
+        let blocks = (0..hp.n_layer)
+            .map(|il| {
+                Ok(Block {
+                    attn_norm: loader
+                        .tensor(&format!("blk.{il}.attn_norm.weight"), &[hp.n_embd])?,
+                    attention: SelfAttention::load(loader, il, hp, variant.qkv_bias, false)?,
+                    ffn_norm: loader.tensor(&format!("blk.{il}.ffn_norm.weight"), &[hp.n_embd])?,
+                    ffn: GatedFfn::load(loader, il, hp, Activation::Silu, variant.ffn_bias)?,
+                })
+            })
+            .collect::<Result<_>>()?;
+        Ok(Llama {
+            token_embd,
+            blocks,
+            head: OutputHead::load(loader, hp)?,
+            rope,
+            attention_scale: 1.0 / (hp.head_dim_k as f32).sqrt(),
+            rms_eps: hp.rms_eps,
+        })
+    }
+
+    pub fn forward(&self, pass: &mut Pass<'_, B>) -> Result<B::Tensor> {
+        let b = pass.backend;
+        let attention = AttentionConfig {
+            rope: &self.rope,
+            scale: self.attention_scale,
+        };
+        let mut x = b.embed(&self.token_embd, pass.tokens)?;
+        pass.observe(&x, "inp_embd", None)?;
+
+        for (il, block) in self.blocks.iter().enumerate() {
+            let l = Some(il);
+            let normed = b.rms_norm(&x, &block.attn_norm, self.rms_eps)?;
+            pass.observe(&normed, "attn_norm", l)?;
+            let attn_out = block.attention.forward(pass, &normed, il, &attention)?;
+            let ffn_inp = b.add(&attn_out, &x)?;
+            pass.observe(&ffn_inp, "ffn_inp", l)?;
+
+            let normed = b.rms_norm(&ffn_inp, &block.ffn_norm, self.rms_eps)?;
+            pass.observe(&normed, "ffn_norm", l)?;
+            let ffn_out = block.ffn.forward(b, &normed)?;
+            pass.observe(&ffn_out, "ffn_out", l)?;
+            x = b.add(&ffn_out, &ffn_inp)?;
+            pass.observe(&x, "l_out", l)?;
+        }
+
+        self.head.forward(pass, &x)
+    }
+}

@@ -1,0 +1,129 @@
+//! A batch of tokens for one forward pass, possibly from several sequences, and the logits it
+//! returns.
+
+use crate::backend::TokenPos;
+
+/// Tokens to evaluate together. Each carries its sequence, its position in that sequence, and
+/// whether its logits are wanted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Batch {
+    tokens: Vec<u32>,
+    places: Vec<TokenPos>,
+    want_logits: Vec<bool>,
+}
+
+/// Which positions of a run of tokens return logits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogitsFor {
+    /// Only the last token: enough to pick the next one.
+    Last,
+    /// Every token, e.g. to score a text.
+    All,
+}
+
+impl Batch {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A run of consecutive tokens of one sequence starting at position `start`.
+    pub fn sequence(seq: usize, start: usize, tokens: &[u32], logits: LogitsFor) -> Self {
+        let mut batch = Batch::new();
+        for (i, &token) in tokens.iter().enumerate() {
+            let want = logits == LogitsFor::All || i + 1 == tokens.len();
+            batch.push(token, seq, start + i, want);
+        }
+        batch
+    }
+
+    pub fn push(&mut self, token: u32, seq: usize, pos: usize, want_logits: bool) {
+        self.tokens.push(token);
+        self.places.push(TokenPos { seq, pos });
+        self.want_logits.push(want_logits);
+    }
+
+    pub fn len(&self) -> usize {
+        self.tokens.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_empty()
+    }
+
+    pub fn tokens(&self) -> &[u32] {
+        &self.tokens
+    }
+
+    pub fn places(&self) -> &[TokenPos] {
+        &self.places
+    }
+
+    /// Indices of the tokens whose logits are wanted, in batch order.
+    pub fn output_rows(&self) -> Vec<usize> {
+        (0..self.len()).filter(|&i| self.want_logits[i]).collect()
+    }
+}
+
+/// Logits for the tokens of a batch that asked for them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Logits {
+    n_vocab: usize,
+    /// The batch index of each row.
+    batch_rows: Vec<usize>,
+    values: Vec<f32>,
+}
+
+impl Logits {
+    pub(crate) fn new(n_vocab: usize, batch_rows: Vec<usize>, values: Vec<f32>) -> Self {
+        debug_assert_eq!(values.len(), n_vocab * batch_rows.len());
+        Logits {
+            n_vocab,
+            batch_rows,
+            values,
+        }
+    }
+
+    pub fn n_vocab(&self) -> usize {
+        self.n_vocab
+    }
+
+    /// Rows returned.
+    pub fn len(&self) -> usize {
+        self.batch_rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.batch_rows.is_empty()
+    }
+
+    /// Row `i` of the returned rows.
+    pub fn row(&self, i: usize) -> &[f32] {
+        &self.values[i * self.n_vocab..(i + 1) * self.n_vocab]
+    }
+
+    /// The row for batch token `index`, if its logits were asked for.
+    pub fn for_token(&self, index: usize) -> Option<&[f32]> {
+        let i = self.batch_rows.iter().position(|&r| r == index)?;
+        Some(self.row(i))
+    }
+
+    /// The last row: the next-token logits of a single-sequence batch.
+    pub fn last(&self) -> Option<&[f32]> {
+        self.len().checked_sub(1).map(|i| self.row(i))
+    }
+
+    pub fn rows(&self) -> impl Iterator<Item = &[f32]> {
+        self.values.chunks_exact(self.n_vocab)
+    }
+}
+
+/// The index of the largest value (the first, on ties): greedy decoding's choice.
+pub fn argmax(values: &[f32]) -> usize {
+    let mut best = 0;
+    for (i, &v) in values.iter().enumerate() {
+        if v > values[best] {
+            best = i;
+        }
+    }
+    best
+}

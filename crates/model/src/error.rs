@@ -1,0 +1,61 @@
+use std::path::PathBuf;
+
+use plumb_gguf::{GgmlType, GgufError};
+
+/// Everything that can go wrong loading or running a model. Each variant names the file, key,
+/// tensor, sequence or backend operation at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("{}: {source}", path.display())]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: GgufError,
+    },
+    #[error(transparent)]
+    Gguf(#[from] GgufError),
+    #[error("unknown architecture {0:?}: plumb runs llama, qwen2 and gemma3")]
+    UnknownArchitecture(String),
+    #[error("metadata key {key:?}: {reason}")]
+    HyperParam { key: String, reason: String },
+    #[error("tensor {tensor:?} has shape {found:?}, but the metadata implies {expected:?}")]
+    TensorShape {
+        tensor: String,
+        expected: Vec<u64>,
+        found: Vec<u64>,
+    },
+    #[error("tensor {tensor:?} is {found}, expected {expected}")]
+    TensorType {
+        tensor: String,
+        expected: &'static str,
+        found: GgmlType,
+    },
+    #[error(
+        "the file has tensors the {architecture} architecture does not use: {}",
+        tensors.join(", ")
+    )]
+    UnusedTensors {
+        architecture: &'static str,
+        tensors: Vec<String>,
+    },
+    #[error("bad batch: {0}")]
+    Batch(String),
+    #[error(
+        "sequence {seq} is full: it holds {len} of {n_ctx} positions and {requested} more were \
+         requested; start a new sequence or create the cache with a larger context"
+    )]
+    ContextFull {
+        seq: usize,
+        len: usize,
+        n_ctx: usize,
+        requested: usize,
+    },
+    #[error("{backend} backend, {op}: {message}")]
+    Backend {
+        backend: &'static str,
+        op: &'static str,
+        message: String,
+    },
+}
+
+pub type Result<T, E = ModelError> = std::result::Result<T, E>;

@@ -1,0 +1,317 @@
+//! Hyperparameters from GGUF metadata, with llama.cpp's defaults where a key may be missing.
+
+use plumb_gguf::{GgufFile, Metadata};
+
+use crate::rope::{Rope, RopeStyle};
+use crate::{ModelError, Result};
+
+/// The architectures plumb can run, by their `general.architecture` name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Architecture {
+    /// Llama 2/3, TinyLlama, SmolLM2, Mistral.
+    Llama,
+    Qwen2,
+    Gemma3,
+}
+
+impl Architecture {
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "llama" => Some(Self::Llama),
+            "qwen2" => Some(Self::Qwen2),
+            "gemma3" => Some(Self::Gemma3),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Llama => "llama",
+            Self::Qwen2 => "qwen2",
+            Self::Gemma3 => "gemma3",
+        }
+    }
+
+    /// The RoPE pairing llama.cpp uses for this architecture.
+    pub fn rope_style(self) -> RopeStyle {
+        match self {
+            Self::Llama => RopeStyle::Normal,
+            Self::Qwen2 | Self::Gemma3 => RopeStyle::Neox,
+        }
+    }
+}
+
+/// The shape and constants of a model, as the metadata states them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HyperParams {
+    pub architecture: Architecture,
+    pub n_vocab: usize,
+    /// `context_length`: the context the model was trained with.
+    pub n_ctx_train: usize,
+    pub n_embd: usize,
+    pub n_layer: usize,
+    pub n_head: usize,
+    pub n_head_kv: usize,
+    /// `attention.key_length`: the width of one query/key head.
+    pub head_dim_k: usize,
+    /// `attention.value_length`: the width of one value head.
+    pub head_dim_v: usize,
+    pub n_ff: usize,
+    /// `attention.layer_norm_rms_epsilon`.
+    pub rms_eps: f32,
+    /// The RoPE of the global attention layers (frequency factors are filled in by the loader
+    /// from `rope_freqs.weight` where the file has one).
+    pub rope: Rope,
+    /// `attention.sliding_window`, for architectures with local attention layers.
+    pub sliding_window: Option<usize>,
+}
+
+impl HyperParams {
+    /// Reads the hyperparameters of the file's architecture.
+    pub fn from_gguf(file: &GgufFile) -> Result<Self> {
+        let md = file.metadata();
+        let arch_name = md.architecture()?;
+        let architecture = Architecture::from_name(arch_name)
+            .ok_or_else(|| ModelError::UnknownArchitecture(arch_name.to_owned()))?;
+        let keys = Keys {
+            md,
+            arch: arch_name,
+        };
+
+        let n_embd = keys.required("embedding_length")?;
+        let n_layer = keys.required("block_count")?;
+        let n_head = keys.required("attention.head_count")?;
+        if n_head == 0 || n_embd % n_head != 0 {
+            return Err(keys.bad(
+                "attention.head_count",
+                format!("{n_head} heads do not divide the embedding width {n_embd}"),
+            ));
+        }
+        let n_head_kv = keys.optional("attention.head_count_kv", n_head)?;
+        if n_head_kv == 0 || n_head % n_head_kv != 0 {
+            return Err(keys.bad(
+                "attention.head_count_kv",
+                format!("{n_head_kv} KV heads do not divide the {n_head} query heads"),
+            ));
+        }
+        let head_dim_k = keys.optional("attention.key_length", n_embd / n_head)?;
+        let head_dim_v = keys.optional("attention.value_length", n_embd / n_head)?;
+        let n_rot = keys.optional("rope.dimension_count", head_dim_k)?;
+        if n_rot % 2 != 0 || n_rot > head_dim_k {
+            return Err(keys.bad(
+                "rope.dimension_count",
+                format!("{n_rot} is odd or wider than the {head_dim_k}-wide key heads"),
+            ));
+        }
+        let rope = Rope {
+            style: architecture.rope_style(),
+            n_rot,
+            freq_base: keys.optional_f32("rope.freq_base", 10000.0)?,
+            freq_scale: keys.rope_freq_scale()?,
+            freq_factors: None,
+        };
+        let sliding_window = match architecture {
+            Architecture::Gemma3 => Some(keys.required("attention.sliding_window")?),
+            Architecture::Llama | Architecture::Qwen2 => None,
+        };
+
+        Ok(HyperParams {
+            architecture,
+            n_vocab: vocab_size(file, &keys)?,
+            n_ctx_train: keys.required("context_length")?,
+            n_embd,
+            n_layer,
+            n_head,
+            n_head_kv,
+            head_dim_k,
+            head_dim_v,
+            n_ff: keys.required("feed_forward_length")?,
+            rms_eps: md.get_f32(&keys.key("attention.layer_norm_rms_epsilon"))?,
+            rope,
+            sliding_window,
+        })
+    }
+
+    /// Query heads that share one KV head.
+    pub fn n_gqa(&self) -> usize {
+        self.n_head / self.n_head_kv
+    }
+}
+
+/// The vocabulary size: the tokenizer's token count, else `vocab_size`, else the embedding
+/// table's height. Tensor shapes are then checked against it.
+fn vocab_size(file: &GgufFile, keys: &Keys) -> Result<usize> {
+    if let Some(value) = keys.md.get("tokenizer.ggml.tokens") {
+        if let Some(tokens) = value.as_array() {
+            return Ok(tokens.len());
+        }
+    }
+    if keys.md.contains(&keys.key("vocab_size")) {
+        return keys.required("vocab_size");
+    }
+    let embd = file.require_tensor("token_embd.weight")?;
+    Ok(embd.shape.get(1).copied().unwrap_or(1) as usize)
+}
+
+/// The architecture-prefixed keys of one file.
+struct Keys<'a> {
+    md: &'a Metadata,
+    arch: &'a str,
+}
+
+impl Keys<'_> {
+    fn key(&self, suffix: &str) -> String {
+        format!("{}.{suffix}", self.arch)
+    }
+
+    fn required(&self, suffix: &str) -> Result<usize> {
+        let key = self.key(suffix);
+        let n = self.md.get_usize(&key)?;
+        if n == 0 {
+            return Err(self.bad(suffix, "must not be zero".to_owned()));
+        }
+        Ok(n)
+    }
+
+    fn optional(&self, suffix: &str, default: usize) -> Result<usize> {
+        if self.md.contains(&self.key(suffix)) {
+            self.required(suffix)
+        } else {
+            Ok(default)
+        }
+    }
+
+    fn optional_f32(&self, suffix: &str, default: f32) -> Result<f32> {
+        let key = self.key(suffix);
+        if self.md.contains(&key) {
+            Ok(self.md.get_f32(&key)?)
+        } else {
+            Ok(default)
+        }
+    }
+
+    /// `rope.scaling.type` and `rope.scaling.factor` (or the older `rope.scale_linear`), as
+    /// llama.cpp reads them: the type defaults to linear, a factor of 0 means no scaling.
+    fn rope_freq_scale(&self) -> Result<f32> {
+        let type_key = self.key("rope.scaling.type");
+        let scaling = if self.md.contains(&type_key) {
+            self.md.get_str(&type_key)?
+        } else {
+            "linear"
+        };
+        let factor = if self.md.contains(&self.key("rope.scaling.factor")) {
+            self.optional_f32("rope.scaling.factor", 0.0)?
+        } else {
+            self.optional_f32("rope.scale_linear", 0.0)?
+        };
+        match scaling {
+            "none" => Ok(1.0),
+            "linear" if factor == 0.0 => Ok(1.0),
+            "linear" if factor > 0.0 => Ok(1.0 / factor),
+            "linear" => Err(self.bad("rope.scaling.factor", format!("{factor} is negative"))),
+            other => Err(self.bad(
+                "rope.scaling.type",
+                format!("{other:?} RoPE scaling is not supported yet (only none and linear)"),
+            )),
+        }
+    }
+
+    fn bad(&self, suffix: &str, reason: String) -> ModelError {
+        ModelError::HyperParam {
+            key: self.key(suffix),
+            reason,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use plumb_gguf::GgufWriter;
+
+    use super::*;
+
+    fn file(arch: &str, extra: &[(&str, plumb_gguf::Value)]) -> GgufFile {
+        let mut w = GgufWriter::new();
+        w.set("general.architecture", arch)
+            .set(format!("{arch}.embedding_length"), 64u32)
+            .set(format!("{arch}.block_count"), 2u32)
+            .set(format!("{arch}.attention.head_count"), 4u32)
+            .set(format!("{arch}.context_length"), 128u32)
+            .set(format!("{arch}.feed_forward_length"), 96u32)
+            .set(format!("{arch}.attention.layer_norm_rms_epsilon"), 1e-5f32)
+            .set(format!("{arch}.vocab_size"), 10u32);
+        for (k, v) in extra {
+            w.set(format!("{arch}.{k}"), v.clone());
+        }
+        GgufFile::from_bytes(w.to_bytes().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn missing_keys_take_llama_cpp_defaults() {
+        let hp = HyperParams::from_gguf(&file("llama", &[])).unwrap();
+        assert_eq!(hp.n_head_kv, 4);
+        assert_eq!(hp.head_dim_k, 16);
+        assert_eq!(hp.head_dim_v, 16);
+        assert_eq!(hp.rope.n_rot, 16);
+        assert_eq!(hp.rope.freq_base, 10000.0);
+        assert_eq!(hp.rope.freq_scale, 1.0);
+        assert_eq!(hp.rope.style, RopeStyle::Normal);
+        assert_eq!(hp.n_vocab, 10);
+        assert_eq!(hp.sliding_window, None);
+    }
+
+    #[test]
+    fn present_keys_are_used() {
+        use plumb_gguf::Value;
+        let hp = HyperParams::from_gguf(&file(
+            "qwen2",
+            &[
+                ("attention.head_count_kv", Value::U32(2)),
+                ("attention.key_length", Value::U32(32)),
+                ("rope.freq_base", Value::F32(1e6)),
+                ("rope.scaling.factor", Value::F32(4.0)),
+            ],
+        ))
+        .unwrap();
+        assert_eq!(hp.n_head_kv, 2);
+        assert_eq!(hp.n_gqa(), 2);
+        assert_eq!(hp.head_dim_k, 32);
+        assert_eq!(hp.rope.n_rot, 32);
+        assert_eq!(hp.rope.freq_base, 1e6);
+        assert_eq!(hp.rope.freq_scale, 0.25);
+        assert_eq!(hp.rope.style, RopeStyle::Neox);
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        use plumb_gguf::Value;
+        let err = HyperParams::from_gguf(&file("mamba", &[])).unwrap_err();
+        assert!(err.to_string().contains("\"mamba\""), "{err}");
+
+        let err = HyperParams::from_gguf(&file("gemma3", &[])).unwrap_err();
+        assert!(
+            err.to_string().contains("gemma3.attention.sliding_window"),
+            "{err}"
+        );
+
+        let err = HyperParams::from_gguf(&file(
+            "llama",
+            &[("attention.head_count_kv", Value::U32(3))],
+        ))
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("llama.attention.head_count_kv"),
+            "{err}"
+        );
+
+        let err = HyperParams::from_gguf(&file(
+            "llama",
+            &[("rope.scaling.type", Value::String("yarn".into()))],
+        ))
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("llama.rope.scaling.type") && err.to_string().contains("yarn"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,220 @@
+//! The KV cache: per layer, the keys and values of every position of several sequences, so that
+//! each new token attends to its sequence's past without recomputing it.
+//!
+//! The storage belongs to the backend (host memory, device memory); this module owns the shape
+//! of it ([`KvLayout`]) and the bookkeeping every backend shares: how many positions each
+//! sequence holds, and whether a batch fits.
+//!
+//! Each sequence's positions must arrive in order, from 0, without gaps. A layer with a sliding
+//! window of `w` keeps only a ring of `w + max_batch - 1` positions per sequence: enough for the
+//! oldest token of a batch to still see its `w − 1` predecessors after the whole batch has been
+//! written. Position `p` lives in slot `p mod capacity`.
+
+use std::ops::Range;
+
+use crate::backend::{Backend, TokenPos};
+use crate::{ModelError, Result};
+
+/// How large a cache to make.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KvConfig {
+    /// Positions each sequence may hold.
+    pub n_ctx: usize,
+    /// Sequences: ids `0..n_seq`.
+    pub n_seq: usize,
+    /// The most tokens one forward pass may carry (all sequences together).
+    pub max_batch: usize,
+}
+
+/// The shape of the whole cache.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KvLayout {
+    pub n_ctx: usize,
+    pub n_seq: usize,
+    pub max_batch: usize,
+    pub layers: Vec<LayerKv>,
+}
+
+/// The shape of one layer's cache, for one sequence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LayerKv {
+    pub n_head_kv: usize,
+    pub head_dim_k: usize,
+    pub head_dim_v: usize,
+    /// Sliding window: a token sees itself and the `window − 1` positions before it.
+    pub window: Option<usize>,
+    /// Positions stored per sequence.
+    pub capacity: usize,
+}
+
+impl LayerKv {
+    pub fn new(
+        n_head_kv: usize,
+        head_dim_k: usize,
+        head_dim_v: usize,
+        window: Option<usize>,
+        config: &KvConfig,
+    ) -> Self {
+        let capacity = match window {
+            Some(w) => (w + config.max_batch - 1).min(config.n_ctx),
+            None => config.n_ctx,
+        };
+        LayerKv {
+            n_head_kv,
+            head_dim_k,
+            head_dim_v,
+            window,
+            capacity,
+        }
+    }
+
+    /// The slot that holds position `pos`.
+    pub fn slot(&self, pos: usize) -> usize {
+        pos % self.capacity
+    }
+
+    /// The positions a token at `pos` attends to.
+    pub fn visible(&self, pos: usize) -> Range<usize> {
+        let start = match self.window {
+            Some(w) => (pos + 1).saturating_sub(w),
+            None => 0,
+        };
+        start..pos + 1
+    }
+
+    /// Floats of one K row (all KV heads of one position).
+    pub fn k_width(&self) -> usize {
+        self.n_head_kv * self.head_dim_k
+    }
+
+    /// Floats of one V row.
+    pub fn v_width(&self) -> usize {
+        self.n_head_kv * self.head_dim_v
+    }
+}
+
+/// A KV cache for one model on one backend.
+pub struct KvCache<B: Backend> {
+    layout: KvLayout,
+    /// Positions held by each sequence.
+    lens: Vec<usize>,
+    storage: B::KvStorage,
+}
+
+impl<B: Backend> KvCache<B> {
+    pub(crate) fn new(layout: KvLayout, storage: B::KvStorage) -> Self {
+        KvCache {
+            lens: vec![0; layout.n_seq],
+            layout,
+            storage,
+        }
+    }
+
+    pub fn layout(&self) -> &KvLayout {
+        &self.layout
+    }
+
+    pub fn n_ctx(&self) -> usize {
+        self.layout.n_ctx
+    }
+
+    pub fn n_seq(&self) -> usize {
+        self.layout.n_seq
+    }
+
+    /// Positions sequence `seq` holds: the position its next token must have.
+    pub fn seq_len(&self, seq: usize) -> usize {
+        self.lens[seq]
+    }
+
+    /// Forgets a sequence, so that it starts again at position 0.
+    pub fn clear_seq(&mut self, seq: usize) {
+        self.lens[seq] = 0;
+    }
+
+    /// Checks that a batch can run against this cache: sequence ids in range, each sequence's
+    /// positions continuing where it left off, and room for them.
+    pub(crate) fn check(&self, tokens: &[TokenPos]) -> Result<()> {
+        if tokens.is_empty() {
+            return Err(ModelError::Batch("the batch is empty".to_owned()));
+        }
+        if tokens.len() > self.layout.max_batch {
+            return Err(ModelError::Batch(format!(
+                "{} tokens, but the cache was made for batches of at most {}",
+                tokens.len(),
+                self.layout.max_batch
+            )));
+        }
+        let mut next = self.lens.clone();
+        for (i, t) in tokens.iter().enumerate() {
+            let Some(expected) = next.get_mut(t.seq) else {
+                return Err(ModelError::Batch(format!(
+                    "token {i} is for sequence {}, but the cache holds sequences 0..{}",
+                    t.seq, self.layout.n_seq
+                )));
+            };
+            if t.pos != *expected {
+                return Err(ModelError::Batch(format!(
+                    "token {i} of sequence {} has position {}, expected {} (positions must \
+                     continue the sequence in order)",
+                    t.seq, t.pos, *expected
+                )));
+            }
+            *expected += 1;
+        }
+        for (seq, (&len, &end)) in self.lens.iter().zip(&next).enumerate() {
+            if end > self.layout.n_ctx {
+                return Err(ModelError::ContextFull {
+                    seq,
+                    len,
+                    n_ctx: self.layout.n_ctx,
+                    requested: end - len,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Records that a checked batch has been written.
+    pub(crate) fn advance(&mut self, tokens: &[TokenPos]) {
+        for t in tokens {
+            self.lens[t.seq] = t.pos + 1;
+        }
+    }
+
+    pub(crate) fn storage_mut(&mut self) -> &mut B::KvStorage {
+        &mut self.storage
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CONFIG: KvConfig = KvConfig {
+        n_ctx: 100,
+        n_seq: 2,
+        max_batch: 8,
+    };
+
+    #[test]
+    fn window_ring_holds_a_window_plus_a_batch() {
+        let layer = LayerKv::new(1, 4, 4, Some(10), &CONFIG);
+        assert_eq!(layer.capacity, 17);
+        assert_eq!(layer.visible(3), 0..4);
+        assert_eq!(layer.visible(25), 16..26);
+        // The oldest query of a full batch ending at position 40 sees 24..34; the batch writes
+        // 33..41. None of them may share a slot.
+        let live: Vec<usize> = (24..41).map(|p| layer.slot(p)).collect();
+        let mut dedup = live.clone();
+        dedup.sort_unstable();
+        dedup.dedup();
+        assert_eq!(dedup.len(), live.len());
+
+        let global = LayerKv::new(1, 4, 4, None, &CONFIG);
+        assert_eq!(global.capacity, 100);
+        assert_eq!(global.visible(25), 0..26);
+        let tiny = LayerKv::new(1, 4, 4, Some(512), &CONFIG);
+        assert_eq!(tiny.capacity, 100);
+    }
+}

@@ -1,0 +1,38 @@
+use crate::backend::{Activation, Backend};
+use crate::hparams::HyperParams;
+use crate::layers::{Bias, Linear};
+use crate::weights::WeightLoader;
+use crate::Result;
+
+/// The gated feed-forward network: `down(act(gate(x)) ⊙ up(x))`.
+pub(crate) struct GatedFfn<B: Backend> {
+    gate: Linear<B>,
+    up: Linear<B>,
+    down: Linear<B>,
+    activation: Activation,
+}
+
+impl<B: Backend> GatedFfn<B> {
+    pub fn load(
+        loader: &mut WeightLoader<'_, B>,
+        il: usize,
+        hp: &HyperParams,
+        activation: Activation,
+        bias: Bias,
+    ) -> Result<Self> {
+        let blk = format!("blk.{il}");
+        Ok(GatedFfn {
+            gate: Linear::load(loader, &format!("{blk}.ffn_gate"), hp.n_embd, hp.n_ff, bias)?,
+            up: Linear::load(loader, &format!("{blk}.ffn_up"), hp.n_embd, hp.n_ff, bias)?,
+            down: Linear::load(loader, &format!("{blk}.ffn_down"), hp.n_ff, hp.n_embd, bias)?,
+            activation,
+        })
+    }
+
+    pub fn forward(&self, backend: &B, x: &B::Tensor) -> Result<B::Tensor> {
+        let gate = self.gate.forward(backend, x)?;
+        let up = self.up.forward(backend, x)?;
+        let hidden = backend.gated_activation(&gate, &up, self.activation)?;
+        self.down.forward(backend, &hidden)
+    }
+}

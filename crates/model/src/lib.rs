@@ -1,0 +1,43 @@
+//! Model architectures written once against a small set of backend operations.
+//!
+//! - [`HyperParams`] come from GGUF metadata, with llama.cpp's defaults for missing keys.
+//! - [`Backend`] is the op set (embedding, RMSNorm, matmul, bias, RoPE, attention over the KV
+//!   cache, gated activation, residual add, row selection); `plumb-backend-ref` is the f32
+//!   reference implementation.
+//! - `arch/` has one file per architecture: llama (with qwen2 as a variant of it) and gemma3.
+//! - [`KvCache`] holds several sequences at different positions, with sliding-window rings
+//!   for local-attention layers.
+//! - An [`Observer`] sees every intermediate under llama.cpp's graph name.
+//!
+//! ```no_run
+//! # fn demo<B: plumb_model::Backend>(backend: B) -> plumb_model::Result<()> {
+//! use plumb_model::{KvConfig, LogitsFor, Model};
+//! let model = Model::load("model.gguf", backend)?;
+//! let mut cache = model.new_kv_cache(KvConfig { n_ctx: 2048, n_seq: 1, max_batch: 256 })?;
+//! let logits = model.eval(&mut cache, 0, &[1, 415, 5565], LogitsFor::Last)?;
+//! let next = plumb_model::argmax(logits.last().unwrap());
+//! # Ok(()) }
+//! ```
+
+mod arch;
+mod backend;
+mod batch;
+mod error;
+mod hparams;
+mod kv_cache;
+mod layers;
+mod model;
+mod observer;
+mod pass;
+mod rope;
+mod weights;
+
+pub use backend::{Activation, Activations, AttentionStep, Backend, TokenPos};
+pub use batch::{argmax, Batch, Logits, LogitsFor};
+pub use error::{ModelError, Result};
+pub use hparams::{Architecture, HyperParams};
+pub use kv_cache::{KvCache, KvConfig, KvLayout, LayerKv};
+pub use model::Model;
+pub use observer::{ObservedTensor, Observer, Recorder};
+pub use rope::{Rope, RopeStyle};
+pub use weights::WeightTensor;

@@ -1,0 +1,205 @@
+//! A loaded model on one backend: hyperparameters, weights, and the forward pass.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use plumb_gguf::{GgufFile, Metadata};
+
+use crate::arch::gemma3::Gemma3;
+use crate::arch::llama::{Llama, LLAMA};
+use crate::arch::qwen2::QWEN2;
+use crate::backend::Backend;
+use crate::batch::{Batch, Logits, LogitsFor};
+use crate::hparams::{Architecture, HyperParams};
+use crate::kv_cache::{KvCache, KvConfig, KvLayout, LayerKv};
+use crate::observer::Observer;
+use crate::pass::Pass;
+use crate::weights::WeightLoader;
+use crate::{ModelError, Result};
+
+pub struct Model<B: Backend> {
+    backend: B,
+    file: Arc<GgufFile>,
+    hparams: HyperParams,
+    decoder: Decoder<B>,
+}
+
+/// The forward passes plumb has; qwen2 runs on the Llama decoder.
+enum Decoder<B: Backend> {
+    Llama(Llama<B>),
+    Gemma3(Gemma3<B>),
+}
+
+impl<B: Backend> Model<B> {
+    /// Opens a GGUF file and loads its weights onto `backend`.
+    pub fn load(path: impl AsRef<Path>, backend: B) -> Result<Self> {
+        let path = path.as_ref();
+        let file = GgufFile::open(path).map_err(|source| ModelError::Open {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::from_file(Arc::new(file), backend)
+    }
+
+    pub fn from_file(file: Arc<GgufFile>, backend: B) -> Result<Self> {
+        let hparams = HyperParams::from_gguf(&file)?;
+        let mut loader = WeightLoader::new(&file, &backend);
+        let decoder = match hparams.architecture {
+            Architecture::Llama => Decoder::Llama(Llama::load(&mut loader, &hparams, &LLAMA)?),
+            Architecture::Qwen2 => Decoder::Llama(Llama::load(&mut loader, &hparams, &QWEN2)?),
+            Architecture::Gemma3 => Decoder::Gemma3(Gemma3::load(&mut loader, &hparams)?),
+        };
+        let unused = loader.unused();
+        if !unused.is_empty() {
+            return Err(ModelError::UnusedTensors {
+                architecture: hparams.architecture.name(),
+                tensors: unused.iter().map(|s| s.to_string()).collect(),
+            });
+        }
+        drop(loader);
+        Ok(Model {
+            backend,
+            file,
+            hparams,
+            decoder,
+        })
+    }
+
+    pub fn hparams(&self) -> &HyperParams {
+        &self.hparams
+    }
+
+    /// The file's metadata: the tokenizer and chat template live there.
+    pub fn metadata(&self) -> &Metadata {
+        self.file.metadata()
+    }
+
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    /// A KV cache for this model: its layers' shapes and sliding windows, at the given size.
+    pub fn new_kv_cache(&self, config: KvConfig) -> Result<KvCache<B>> {
+        for (name, value) in [
+            ("n_ctx", config.n_ctx),
+            ("n_seq", config.n_seq),
+            ("max_batch", config.max_batch),
+        ] {
+            if value == 0 {
+                return Err(ModelError::Batch(format!(
+                    "KV cache {name} must be at least 1"
+                )));
+            }
+        }
+        if config.n_ctx > self.hparams.n_ctx_train {
+            tracing::warn!(
+                n_ctx = config.n_ctx,
+                n_ctx_train = self.hparams.n_ctx_train,
+                "context is longer than the model was trained for"
+            );
+        }
+        let hp = &self.hparams;
+        let layers = (0..hp.n_layer)
+            .map(|il| {
+                let window = match &self.decoder {
+                    Decoder::Llama(_) => None,
+                    Decoder::Gemma3(g) => g.layer_window(il),
+                };
+                LayerKv::new(hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, window, &config)
+            })
+            .collect();
+        let layout = KvLayout {
+            n_ctx: config.n_ctx,
+            n_seq: config.n_seq,
+            max_batch: config.max_batch,
+            layers,
+        };
+        let storage = self.backend.new_kv_storage(&layout)?;
+        Ok(KvCache::new(layout, storage))
+    }
+
+    /// Runs one batch: stores its keys and values in `cache` and returns the logits its tokens
+    /// asked for.
+    pub fn forward(&self, batch: &Batch, cache: &mut KvCache<B>) -> Result<Logits> {
+        self.run(batch, cache, None)
+    }
+
+    /// [`Model::forward`], showing every named intermediate to `observer`.
+    pub fn forward_observed(
+        &self,
+        batch: &Batch,
+        cache: &mut KvCache<B>,
+        observer: &mut dyn Observer,
+    ) -> Result<Logits> {
+        self.run(batch, cache, Some(observer))
+    }
+
+    /// Evaluates a run of tokens that continues sequence `seq`, in batches as large as the
+    /// cache allows. Logits rows are indexed by position in `tokens`.
+    pub fn eval(
+        &self,
+        cache: &mut KvCache<B>,
+        seq: usize,
+        tokens: &[u32],
+        logits: LogitsFor,
+    ) -> Result<Logits> {
+        let mut rows = Vec::new();
+        let mut values = Vec::new();
+        let chunk_len = cache.layout().max_batch;
+        for (c, chunk) in tokens.chunks(chunk_len).enumerate() {
+            let start = c * chunk_len;
+            let mut batch = Batch::new();
+            for (i, &token) in chunk.iter().enumerate() {
+                let index = start + i;
+                let want = logits == LogitsFor::All || index + 1 == tokens.len();
+                batch.push(token, seq, cache.seq_len(seq) + i, want);
+            }
+            let out = self.forward(&batch, cache)?;
+            for row in batch.output_rows() {
+                rows.push(start + row);
+            }
+            values.extend(out.rows().flatten());
+        }
+        Ok(Logits::new(self.hparams.n_vocab, rows, values))
+    }
+
+    fn run(
+        &self,
+        batch: &Batch,
+        cache: &mut KvCache<B>,
+        observer: Option<&mut dyn Observer>,
+    ) -> Result<Logits> {
+        cache.check(batch.places())?;
+        if let Some((i, &token)) = batch
+            .tokens()
+            .iter()
+            .enumerate()
+            .find(|(_, &t)| t as usize >= self.hparams.n_vocab)
+        {
+            return Err(ModelError::Batch(format!(
+                "token {i} has id {token}, outside the vocabulary of {}",
+                self.hparams.n_vocab
+            )));
+        }
+        let output_rows = batch.output_rows();
+        let logits = {
+            // The observer's own lifetime is shortened to the pass's.
+            let observer = observer.map(|o| &mut *o as &mut dyn Observer);
+            let mut pass = Pass::new(
+                &self.backend,
+                batch.tokens(),
+                batch.places(),
+                &output_rows,
+                cache.storage_mut(),
+                observer,
+            );
+            match &self.decoder {
+                Decoder::Llama(d) => d.forward(&mut pass)?,
+                Decoder::Gemma3(d) => d.forward(&mut pass)?,
+            }
+        };
+        let values = self.backend.to_host(&logits)?;
+        cache.advance(batch.places());
+        Ok(Logits::new(self.hparams.n_vocab, output_rows, values))
+    }
+}
