@@ -17,7 +17,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let texts: Vec<String> = serde_json::from_str(&std::fs::read_to_string(strings)?)?;
     for text in &texts {
         let ids = tok.encode(text, false, false)?;
-        let detok: String = tok.detokenize(&ids, false, false)?.iter().map(|b| format!("{b:02x}")).collect();
+        let detok: String = tok
+            .detokenize(&ids, false, false)?
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
         let line = serde_json::json!({
             "ids_add_special": tok.encode(text, true, false)?,
             "ids": ids,

@@ -3,7 +3,7 @@
 
 For each model, generates strings mixing ASCII, whitespace runs, digits, punctuation, Latin
 with accents, combining marks, CJK, Hangul, emoji, control characters, special-token texts
-and arbitrary code points; tokenizes them in llama.cpp's three modes with both; and reports
+and arbitrary code points, plus a few very long words; tokenizes them in llama.cpp's three modes with both; and reports
 every difference in ids and in detokenized bytes. It also counts how often each side
 round-trips (detokenize(tokenize(s)) == s).
 
@@ -71,6 +71,9 @@ def main():
     for path in args.models:
         rng = random.Random(args.seed)
         texts = [random_string(rng) for _ in range(args.count)]
+        # Long words take the bucket queue path of plumb's merges.
+        texts += ["".join(rng.choice(["a", "b", "the", "é", "日本", "7", "😀", "e\u0301", "-"]) for _ in range(12000))
+                  for _ in range(4)]
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump(texts, f)
         out = subprocess.run([exe, path, f.name], check=True, capture_output=True, text=True).stdout.splitlines()

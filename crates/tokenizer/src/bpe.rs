@@ -6,12 +6,10 @@
 //! take part in a merge an id once, at load, so merging compares integers. The result is
 //! the same: a symbol's id always stands for exactly its text.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-
 use plumb_gguf::Metadata;
 use rustc_hash::FxHashMap;
 
+use crate::merge_queue::MergeQueue;
 use crate::pretokenize::PreConfig;
 use crate::unicode::{self, ByteChars};
 use crate::vocab::Vocab;
@@ -111,8 +109,6 @@ pub(crate) struct BpeSession {
     word: Vec<u8>,
     encoded: Vec<u8>,
     symbols: Vec<Symbol>,
-    /// `(rank, left, right, size)`, smallest first.
-    queue: BinaryHeap<Reverse<(u32, u32, u32, u32)>>,
 }
 
 impl BpeSession {
@@ -153,7 +149,6 @@ impl BpeSession {
     fn merge_word(&mut self, bpe: &Bpe, vocab: &Vocab, out: &mut Vec<u32>) {
         let n = self.word.len() as u32;
         self.symbols.clear();
-        self.queue.clear();
         for (i, &b) in self.word.iter().enumerate() {
             let i = i as u32;
             self.symbols.push(Symbol {
@@ -164,10 +159,11 @@ impl BpeSession {
                 next: if i + 1 == n { NONE } else { i + 1 },
             });
         }
+        let mut queue = MergeQueue::for_word(self.symbols.len());
         for i in 1..n {
-            self.add_bigram(bpe, i - 1, i);
+            self.add_bigram(bpe, &mut queue, i - 1, i);
         }
-        while let Some(Reverse((_, left, right, size))) = self.queue.pop() {
+        while let Some((_, (left, right, size))) = queue.pop() {
             let (l, r) = (self.symbols[left as usize], self.symbols[right as usize]);
             if l.len == 0 || r.len == 0 || l.len + r.len != size {
                 continue;
@@ -184,10 +180,10 @@ impl BpeSession {
                 self.symbols[r.next as usize].prev = left;
             }
             if l.prev != NONE {
-                self.add_bigram(bpe, l.prev, left);
+                self.add_bigram(bpe, &mut queue, l.prev, left);
             }
             if r.next != NONE {
-                self.add_bigram(bpe, left, r.next);
+                self.add_bigram(bpe, &mut queue, left, r.next);
             }
         }
 
@@ -211,13 +207,15 @@ impl BpeSession {
         }
     }
 
-    fn add_bigram(&mut self, bpe: &Bpe, left: u32, right: u32) {
+    /// Queues the merge of `left` and `right` if a merge rule joins them: lower ranks first,
+    /// the leftmost first within a rank.
+    fn add_bigram(&self, bpe: &Bpe, queue: &mut MergeQueue, left: u32, right: u32) {
         let (l, r) = (self.symbols[left as usize], self.symbols[right as usize]);
         if l.id == NO_ID || r.id == NO_ID {
             return;
         }
         if let Some(&(rank, _)) = bpe.merges.get(&pair_key(l.id, r.id)) {
-            self.queue.push(Reverse((rank, left, right, l.len + r.len)));
+            queue.push(rank, (left, right, l.len + r.len));
         }
     }
 }

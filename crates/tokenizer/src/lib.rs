@@ -16,6 +16,7 @@ mod bpe;
 mod chat;
 mod decode;
 mod error;
+mod merge_queue;
 mod pretokenize;
 mod special;
 mod spm;

@@ -3,29 +3,52 @@
 //! highest-scoring vocabulary token, leftmost first on ties. Characters that never become
 //! tokens fall back to byte tokens.
 
-use std::cmp::Ordering;
-use std::collections::BinaryHeap;
-
+use crate::merge_queue::MergeQueue;
 use crate::unicode::utf8_len;
 use crate::vocab::Vocab;
 use crate::TokenizerError;
 
-/// The token for each byte value: `<0xNN>`, else the byte itself as a one-character token.
-pub(crate) struct ByteTokens([Option<u32>; 256]);
+/// What SentencePiece tokenization needs beyond the vocabulary.
+pub(crate) struct Spm {
+    /// The token for each byte value: `<0xNN>`, else the byte itself as a one-character token.
+    bytes: [Option<u32>; 256],
+    /// Each token's merge priority: 0 for the highest score, counting distinct scores down.
+    /// (A NaN score, which llama.cpp cannot order either, comes last.)
+    priority: Vec<u32>,
+}
 
-impl ByteTokens {
-    pub fn new(vocab: &Vocab) -> ByteTokens {
-        let mut ids = [None; 256];
-        for (b, slot) in ids.iter_mut().enumerate() {
+impl Spm {
+    pub fn new(vocab: &Vocab) -> Spm {
+        let mut bytes = [None; 256];
+        for (b, slot) in bytes.iter_mut().enumerate() {
             *slot = vocab
                 .id_of(format!("<0x{b:02X}>").as_bytes())
                 .or_else(|| vocab.id_of(&[b as u8]));
         }
-        ByteTokens(ids)
+        // -0.0 and 0.0 compare equal in llama.cpp, so they share a priority.
+        let score = |id: u32| {
+            let s = vocab.scores[id as usize];
+            if s == 0.0 {
+                0.0
+            } else {
+                s
+            }
+        };
+        let mut order: Vec<u32> = (0..vocab.n_tokens() as u32).collect();
+        order.sort_by(|&a, &b| score(b).total_cmp(&score(a)));
+        let mut priority = vec![0; order.len()];
+        let mut rank = 0;
+        for (i, &id) in order.iter().enumerate() {
+            if i > 0 && score(order[i - 1]).total_cmp(&score(id)).is_ne() {
+                rank += 1;
+            }
+            priority[id as usize] = rank;
+        }
+        Spm { bytes, priority }
     }
 
-    pub fn get(&self, b: u8) -> Result<u32, TokenizerError> {
-        self.0[b as usize].ok_or(TokenizerError::MissingByteToken(b))
+    fn byte_token(&self, b: u8) -> Result<u32, TokenizerError> {
+        self.bytes[b as usize].ok_or(TokenizerError::MissingByteToken(b))
     }
 }
 
@@ -37,40 +60,10 @@ struct Symbol {
     next: Option<usize>,
 }
 
-/// A candidate merge of `left` with the symbol after it.
-struct Bigram {
-    score: f32,
-    left: usize,
-    right: usize,
-    size: usize,
-}
-
-impl PartialEq for Bigram {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-impl Eq for Bigram {}
-impl PartialOrd for Bigram {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Bigram {
-    /// Higher score first, then the leftmost.
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.score
-            .partial_cmp(&other.score)
-            .unwrap_or(Ordering::Equal)
-            .then_with(|| other.left.cmp(&self.left))
-    }
-}
-
 /// Reusable buffers for one tokenization call.
 #[derive(Default)]
 pub(crate) struct SpmSession {
     symbols: Vec<Symbol>,
-    queue: BinaryHeap<Bigram>,
 }
 
 impl SpmSession {
@@ -78,12 +71,11 @@ impl SpmSession {
     pub fn encode(
         &mut self,
         vocab: &Vocab,
-        bytes: &ByteTokens,
+        spm: &Spm,
         text: &[u8],
         out: &mut Vec<u32>,
     ) -> Result<(), TokenizerError> {
         self.symbols.clear();
-        self.queue.clear();
         let mut offset = 0;
         while offset < text.len() {
             let len = utf8_len(text[offset]).min(text.len() - offset);
@@ -96,25 +88,27 @@ impl SpmSession {
             });
             offset += len;
         }
+        let mut queue = MergeQueue::for_word(self.symbols.len());
         for i in 1..self.symbols.len() {
-            self.try_add_bigram(vocab, text, i - 1, i);
+            self.try_add_bigram(vocab, spm, text, &mut queue, i - 1, i);
         }
-        while let Some(bigram) = self.queue.pop() {
-            let (left, right) = (self.symbols[bigram.left], self.symbols[bigram.right]);
-            if left.len == 0 || right.len == 0 || left.len + right.len != bigram.size {
+        while let Some((_, (left, right, size))) = queue.pop() {
+            let (left, right) = (left as usize, right as usize);
+            let (l, r) = (self.symbols[left], self.symbols[right]);
+            if l.len == 0 || r.len == 0 || l.len + r.len != size as usize {
                 continue;
             }
-            self.symbols[bigram.left].len += right.len;
-            self.symbols[bigram.right].len = 0;
-            self.symbols[bigram.left].next = right.next;
-            if let Some(n) = right.next {
-                self.symbols[n].prev = Some(bigram.left);
+            self.symbols[left].len += r.len;
+            self.symbols[right].len = 0;
+            self.symbols[left].next = r.next;
+            if let Some(n) = r.next {
+                self.symbols[n].prev = Some(left);
             }
-            if let Some(p) = left.prev {
-                self.try_add_bigram(vocab, text, p, bigram.left);
+            if let Some(p) = l.prev {
+                self.try_add_bigram(vocab, spm, text, &mut queue, p, left);
             }
-            if let Some(n) = right.next {
-                self.try_add_bigram(vocab, text, bigram.left, n);
+            if let Some(n) = r.next {
+                self.try_add_bigram(vocab, spm, text, &mut queue, left, n);
             }
         }
 
@@ -130,7 +124,7 @@ impl SpmSession {
                 Some(id) => out.push(id),
                 None => {
                     for &b in piece {
-                        out.push(bytes.get(b)?);
+                        out.push(spm.byte_token(b)?);
                     }
                 }
             }
@@ -139,16 +133,24 @@ impl SpmSession {
         Ok(())
     }
 
-    fn try_add_bigram(&mut self, vocab: &Vocab, text: &[u8], left: usize, right: usize) {
+    /// Queues the merge of `left` and `right` if their concatenation is a token: the higher
+    /// its score the sooner, the leftmost first among equal scores.
+    fn try_add_bigram(
+        &self,
+        vocab: &Vocab,
+        spm: &Spm,
+        text: &[u8],
+        queue: &mut MergeQueue,
+        left: usize,
+        right: usize,
+    ) {
         let (l, r) = (self.symbols[left], self.symbols[right]);
         let size = l.len + r.len;
         if let Some(id) = vocab.id_of(&text[l.start..l.start + size]) {
-            self.queue.push(Bigram {
-                score: vocab.scores[id as usize],
-                left,
-                right,
-                size,
-            });
+            queue.push(
+                spm.priority[id as usize],
+                (left as u32, right as u32, size as u32),
+            );
         }
     }
 }

@@ -6,7 +6,7 @@ use plumb_gguf::Metadata;
 use crate::bpe::{Bpe, BpeSession};
 use crate::decode::Pieces;
 use crate::special::{self, Fragment, SpecialMatcher};
-use crate::spm::{ByteTokens, SpmSession};
+use crate::spm::{Spm, SpmSession};
 use crate::vocab::{attr, TokenizerOptions, Vocab, VocabKind};
 use crate::TokenizerError;
 
@@ -19,7 +19,7 @@ pub struct Tokenizer {
 }
 
 enum Model {
-    SentencePiece(Box<ByteTokens>),
+    SentencePiece(Box<Spm>),
     BytePairEncoding(Box<Bpe>),
 }
 
@@ -36,7 +36,7 @@ impl Tokenizer {
     ) -> Result<Tokenizer, TokenizerError> {
         let vocab = Vocab::from_metadata(metadata, &options)?;
         let model = match &vocab.pre {
-            None => Model::SentencePiece(Box::new(ByteTokens::new(&vocab))),
+            None => Model::SentencePiece(Box::new(Spm::new(&vocab))),
             Some((_, pre)) => Model::BytePairEncoding(Box::new(Bpe::new(metadata, &vocab, *pre)?)),
         };
         let specials = SpecialMatcher::new(&vocab);
@@ -80,7 +80,7 @@ impl Tokenizer {
             out.extend(v.special.bos);
         }
         match &self.model {
-            Model::SentencePiece(bytes) => {
+            Model::SentencePiece(spm) => {
                 let mut session = SpmSession::default();
                 let mut escaped = Vec::new();
                 let mut prev_special = true;
@@ -98,7 +98,7 @@ impl Tokenizer {
                                     escaped.push(b);
                                 }
                             }
-                            session.encode(v, bytes, &escaped, &mut out)?;
+                            session.encode(v, spm, &escaped, &mut out)?;
                             prev_special = false;
                         }
                         Fragment::Token(id) => {

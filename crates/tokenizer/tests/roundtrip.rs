@@ -16,10 +16,61 @@ use plumb_tokenizer::Tokenizer;
 use proptest::prelude::*;
 
 const PIECES: &[&str] = &[
-    "a", "the", " ", "  ", "\t", "\n", "\n\n", "\r\n", "\u{a0}", "\u{3000}", "0", "12", "345", ".", ",", "!", "'s", "'LL",
-    "\"", "(", ")", "<", ">", "/", "-", "_", "é", "e\u{301}", "ß", "Ж", "日本", "語", "한국어", "ไทย", "العربية", "😀",
-    "👍🏽", "🇫🇷", "\u{200d}", "\u{feff}", "\u{0}", "\u{1f}", "\u{7f}", "²", "<|im_start|>", "<|im_end|>", "<end_of_turn>",
-    "<s>", "</s>", "<bos>", "<pad>", "<b>", "[multimodal]", "<0x0A>", "<tool_call>",
+    "a",
+    "the",
+    " ",
+    "  ",
+    "\t",
+    "\n",
+    "\n\n",
+    "\r\n",
+    "\u{a0}",
+    "\u{3000}",
+    "0",
+    "12",
+    "345",
+    ".",
+    ",",
+    "!",
+    "'s",
+    "'LL",
+    "\"",
+    "(",
+    ")",
+    "<",
+    ">",
+    "/",
+    "-",
+    "_",
+    "é",
+    "e\u{301}",
+    "ß",
+    "Ж",
+    "日本",
+    "語",
+    "한국어",
+    "ไทย",
+    "العربية",
+    "😀",
+    "👍🏽",
+    "🇫🇷",
+    "\u{200d}",
+    "\u{feff}",
+    "\u{0}",
+    "\u{1f}",
+    "\u{7f}",
+    "²",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<end_of_turn>",
+    "<s>",
+    "</s>",
+    "<bos>",
+    "<pad>",
+    "<b>",
+    "[multimodal]",
+    "<0x0A>",
+    "<tool_call>",
 ];
 
 fn text() -> impl Strategy<Value = String> {
@@ -39,14 +90,17 @@ fn load(name: &str) -> Option<&'static Tokenizer> {
     }
     let path = plumb_testutil::model(module_path!(), name)?;
     let file = GgufFile::open(path).unwrap();
-    let tok: &'static Tokenizer = Box::leak(Box::new(Tokenizer::from_gguf(file.metadata()).unwrap()));
+    let tok: &'static Tokenizer =
+        Box::leak(Box::new(Tokenizer::from_gguf(file.metadata()).unwrap()));
     cache.push((name.to_owned(), tok));
     Some(tok)
 }
 
 /// GPT-2's printable stand-in for a byte.
 fn stand_in(b: u8) -> char {
-    let printable = |b: u32| (0x21..=0x7E).contains(&b) || (0xA1..=0xAC).contains(&b) || (0xAE..=0xFF).contains(&b);
+    let printable = |b: u32| {
+        (0x21..=0x7E).contains(&b) || (0xA1..=0xAC).contains(&b) || (0xAE..=0xFF).contains(&b)
+    };
     let mut next = 256;
     for x in 0..256u32 {
         if x == u32::from(b) {
@@ -63,7 +117,10 @@ fn stand_in(b: u8) -> char {
 fn expected_round_trip(tok: &Tokenizer, s: &str) -> Vec<u8> {
     match tok.pre() {
         None => s.replace('\u{2581}', " ").into_bytes(),
-        Some(_) => s.bytes().filter(|&b| tok.token_id(&stand_in(b).to_string()).is_some()).collect(),
+        Some(_) => s
+            .bytes()
+            .filter(|&b| tok.token_id(&stand_in(b).to_string()).is_some())
+            .collect(),
     }
 }
 
@@ -72,7 +129,14 @@ fn check_round_trip(name: &str, s: &str) -> Result<(), TestCaseError> {
     let ids = tok.encode(s, false, false).unwrap();
     let back = tok.detokenize(&ids, false, false).unwrap();
     let expected = expected_round_trip(tok, s);
-    prop_assert_eq!(&back, &expected, "{:?} came back as {:?} (ids {:?})", s, String::from_utf8_lossy(&back), ids);
+    prop_assert_eq!(
+        &back,
+        &expected,
+        "{:?} came back as {:?} (ids {:?})",
+        s,
+        String::from_utf8_lossy(&back),
+        ids
+    );
 
     let mut stream = tok.stream_decoder();
     let mut streamed = String::new();
