@@ -25,6 +25,8 @@ enum Command {
     Tokenize(commands::tokenize::Args),
     /// Generate text from a prompt
     Run(commands::run::Args),
+    /// Run a prompt and record every named intermediate tensor (or print their statistics)
+    Trace(commands::trace::Args),
     /// Compare two trace files layer by layer and name the first divergent tensor
     Diff(commands::diff::Args),
 }
@@ -41,6 +43,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Diff(args) => return commands::diff::run(args),
         Command::Inspect(args) => commands::inspect::run(args),
+        Command::Trace(args) => commands::trace::run(args),
         Command::Pull(args) => commands::pull::run(args),
         Command::Tokenize(args) => commands::tokenize::run(args),
         Command::Run(args) => commands::run::run(args),

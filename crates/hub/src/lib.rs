@@ -31,5 +31,5 @@ pub use pip::PYTHON_ENV;
 pub use progress::Progress;
 pub use pull::{is_url, Puller, KEEP_WHEELS_ENV};
 pub use resolve::resolve_model;
-pub use sha256::parse_sha256;
+pub use sha256::{parse_sha256, sha256_file};
 pub use wheel::assemble_wheels;

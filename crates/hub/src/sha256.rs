@@ -21,6 +21,11 @@ pub fn parse_sha256(value: &str) -> Result<String> {
     }
 }
 
+/// The sha256 of a whole file, in lowercase hex (e.g. to record which model a trace came from).
+pub fn sha256_file(path: &Path) -> Result<String> {
+    hash_file(path, &ProgressBar::hidden())
+}
+
 /// The sha256 of a whole file, in lowercase hex, advancing `bar` by the bytes read.
 pub(crate) fn hash_file(path: &Path, bar: &ProgressBar) -> Result<String> {
     let mut file = File::open(path).map_err(|e| Error::io(path, "opening", e))?;

@@ -145,7 +145,24 @@ fn report_text(args: &Args, a: &Trace, b: &Trace, report: &DiffReport) -> String
         );
     }
     if !report.only_in_b.is_empty() {
-        let _ = writeln!(s, "\nonly in B: {}", report.only_in_b.join(", "));
+        const SHOWN: usize = 8;
+        let names = &report.only_in_b;
+        let more = names.len().saturating_sub(SHOWN);
+        let _ = write!(
+            s,
+            "\nonly in B ({}): {}",
+            names.len(),
+            names[..names.len() - more].join(", ")
+        );
+        let _ = writeln!(
+            s,
+            "{}",
+            if more > 0 {
+                format!(", ... and {more} more")
+            } else {
+                String::new()
+            }
+        );
     }
     match report.first_divergence() {
         None => {

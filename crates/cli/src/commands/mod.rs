@@ -5,3 +5,4 @@ pub mod inspect;
 pub mod pull;
 pub mod run;
 pub mod tokenize;
+pub mod trace;
