@@ -18,6 +18,16 @@ pub struct Tokenizer {
     pub(crate) pieces: Pieces,
 }
 
+impl std::fmt::Debug for Tokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tokenizer")
+            .field("kind", &self.kind())
+            .field("pre", &self.pre())
+            .field("n_vocab", &self.n_vocab())
+            .finish()
+    }
+}
+
 enum Model {
     SentencePiece(Box<Spm>),
     BytePairEncoding(Box<Bpe>),

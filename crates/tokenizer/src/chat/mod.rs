@@ -63,6 +63,19 @@ pub struct ChatTemplate {
     eos_token: String,
 }
 
+impl std::fmt::Debug for ChatTemplate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match &self.kind {
+            Kind::Builtin(b) => format!("{b:?}"),
+            Kind::Jinja(_) => "Jinja".to_owned(),
+        };
+        f.debug_struct("ChatTemplate")
+            .field("kind", &kind)
+            .field("origin", &self.origin)
+            .finish()
+    }
+}
+
 enum Kind {
     Builtin(Builtin),
     Jinja(Box<jinja::JinjaTemplate>),
