@@ -27,6 +27,8 @@ enum Command {
     Run(commands::run::Args),
     /// Run a prompt and record every named intermediate tensor (or print their statistics)
     Trace(commands::trace::Args),
+    /// Perplexity of a text, and KL divergence against a saved base run
+    Perplexity(commands::perplexity::Args),
     /// Compare two trace files layer by layer and name the first divergent tensor
     Diff(commands::diff::Args),
 }
@@ -44,6 +46,7 @@ fn main() -> std::process::ExitCode {
         Command::Diff(args) => return commands::diff::run(args),
         Command::Inspect(args) => commands::inspect::run(args),
         Command::Trace(args) => commands::trace::run(args),
+        Command::Perplexity(args) => commands::perplexity::run(args),
         Command::Pull(args) => commands::pull::run(args),
         Command::Tokenize(args) => commands::tokenize::run(args),
         Command::Run(args) => commands::run::run(args),

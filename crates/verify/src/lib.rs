@@ -9,10 +9,12 @@
 
 mod diff;
 mod perplexity;
+mod saved_logits;
 mod stats;
 mod trace;
 
 pub use diff::{diff, op_that_produced, DiffReport, TensorDiff, Tolerance, Verdict};
 pub use perplexity::{log_softmax, scored_positions, windows, KlStats, NllMean};
+pub use saved_logits::{LogProbWriter, SavedLogProbs};
 pub use stats::TensorStats;
 pub use trace::{Trace, TraceError, TraceInfo};

@@ -2,6 +2,7 @@
 
 pub mod diff;
 pub mod inspect;
+pub mod perplexity;
 pub mod pull;
 pub mod run;
 pub mod tokenize;
