@@ -1,5 +1,6 @@
 //! The `plumb` command line.
 
+mod backend_choice;
 mod commands;
 
 use clap::{Parser, Subcommand};
@@ -27,6 +28,8 @@ enum Command {
     Run(commands::run::Args),
     /// Run a prompt and record every named intermediate tensor (or print their statistics)
     Trace(commands::trace::Args),
+    /// Run the reference and another backend on the same tokens and diff them layer by layer
+    Verify(commands::verify::Args),
     /// Perplexity of a text, and KL divergence against a saved base run
     Perplexity(commands::perplexity::Args),
     /// Compare two trace files layer by layer and name the first divergent tensor
@@ -44,6 +47,7 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Diff(args) => return commands::diff::run(args),
+        Command::Verify(args) => return commands::verify::run(args),
         Command::Inspect(args) => commands::inspect::run(args),
         Command::Trace(args) => commands::trace::run(args),
         Command::Perplexity(args) => commands::perplexity::run(args),

@@ -81,7 +81,16 @@ fn compare(args: &Args) -> anyhow::Result<DiffReport> {
         });
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
-        print!("{}", report_text(args, &a, &b, &report));
+        print!(
+            "{}",
+            report_text(
+                &args.a.display().to_string(),
+                &args.b.display().to_string(),
+                &a,
+                &b,
+                &report
+            )
+        );
     }
     Ok(report)
 }
@@ -105,10 +114,17 @@ fn describe(trace: &Trace) -> String {
     )
 }
 
-fn report_text(args: &Args, a: &Trace, b: &Trace, report: &DiffReport) -> String {
+/// The human-readable report; `plumb verify` prints the same one.
+pub(crate) fn report_text(
+    a_label: &str,
+    b_label: &str,
+    a: &Trace,
+    b: &Trace,
+    report: &DiffReport,
+) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "A: {} ({})", args.a.display(), describe(a));
-    let _ = writeln!(s, "B: {} ({})", args.b.display(), describe(b));
+    let _ = writeln!(s, "A: {a_label} ({})", describe(a));
+    let _ = writeln!(s, "B: {b_label} ({})", describe(b));
     let _ = writeln!(
         s,
         "tolerance: relative RMS error <= {:.1e}, cosine >= {}\n",

@@ -7,3 +7,4 @@ pub mod pull;
 pub mod run;
 pub mod tokenize;
 pub mod trace;
+pub mod verify;

@@ -2,13 +2,15 @@
 //! statistics.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use plumb_backend_ref::RefBackend;
-use plumb_model::{Batch, KvConfig, LogitsFor, Model, ObservedTensor, Observer};
+use plumb_model::{Backend, Batch, KvConfig, LogitsFor, Model, ObservedTensor, Observer};
 use plumb_tokenizer::Tokenizer;
 use plumb_verify::{TensorStats, Trace, TraceInfo};
+
+use crate::backend_choice::BackendChoice;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -32,13 +34,6 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let path = plumb_hub::resolve_model(&args.model)?;
-    let model = Model::load(&path, RefBackend::new())
-        .with_context(|| format!("loading {}", path.display()))?;
-    let tokenizer = Tokenizer::from_gguf(model.metadata())?;
-    let tokens = tokenizer.encode(&args.prompt, true, false)?;
-    if tokens.is_empty() {
-        bail!("the prompt gives no tokens");
-    }
     let patterns: Vec<&str> = args
         .tensors
         .as_deref()
@@ -49,8 +44,66 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .collect()
         })
         .unwrap_or_default();
+    let trace = record(&path, BackendChoice::Ref, &args.prompt, &patterns)?;
+    if trace.tensors.is_empty() {
+        bail!(
+            "no tensor name matches {:?}",
+            args.tensors.unwrap_or_default()
+        );
+    }
+    if args.stats {
+        print!("{}", stats_text(&trace.tensors));
+    }
+    if let Some(out) = &args.output {
+        let trace = Trace {
+            info: TraceInfo {
+                model_sha256: Some(plumb_hub::sha256_file(&path)?),
+                ..trace.info
+            },
+            ..trace
+        };
+        trace
+            .write(out)
+            .with_context(|| format!("writing {}", out.display()))?;
+        eprintln!(
+            "wrote {} tensors for {} tokens to {}",
+            trace.tensors.len(),
+            trace.tokens.len(),
+            out.display()
+        );
+    }
+    Ok(())
+}
+
+/// Runs `prompt` through the model on `backend` and records the intermediates whose names
+/// match `patterns` (all of them when there is none).
+pub(crate) fn record(
+    path: &Path,
+    backend: BackendChoice,
+    prompt: &str,
+    patterns: &[&str],
+) -> anyhow::Result<Trace> {
+    match backend {
+        BackendChoice::Ref => record_on(path, RefBackend::new(), backend, prompt, patterns),
+    }
+}
+
+fn record_on<B: Backend>(
+    path: &Path,
+    backend: B,
+    choice: BackendChoice,
+    prompt: &str,
+    patterns: &[&str],
+) -> anyhow::Result<Trace> {
+    let model =
+        Model::load(path, backend).with_context(|| format!("loading {}", path.display()))?;
+    let tokenizer = Tokenizer::from_gguf(model.metadata())?;
+    let tokens = tokenizer.encode(prompt, true, false)?;
+    if tokens.is_empty() {
+        bail!("the prompt gives no tokens");
+    }
     let mut recorder = Filtered {
-        patterns: &patterns,
+        patterns,
         tensors: Vec::new(),
     };
     let mut cache = model.new_kv_cache(KvConfig {
@@ -60,40 +113,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     })?;
     let batch = Batch::sequence(0, 0, &tokens, LogitsFor::All);
     model.forward_observed(&batch, &mut cache, &mut recorder)?;
-    if recorder.tensors.is_empty() {
-        bail!(
-            "no tensor name matches {:?}",
-            args.tensors.unwrap_or_default()
-        );
-    }
-
-    if args.stats {
-        print!("{}", stats_text(&recorder.tensors));
-    }
-    if let Some(out) = &args.output {
-        let trace = Trace {
-            info: TraceInfo {
-                model_file: path.file_name().map(|f| f.to_string_lossy().into_owned()),
-                model_sha256: Some(plumb_hub::sha256_file(&path)?),
-                prompt: Some(args.prompt.clone()),
-                backend: Some("ref".into()),
-                plumb_version: Some(env!("CARGO_PKG_VERSION").into()),
-                reference: None,
-            },
-            tokens: tokens.iter().map(|&t| t as i32).collect(),
-            tensors: recorder.tensors,
-        };
-        trace
-            .write(out)
-            .with_context(|| format!("writing {}", out.display()))?;
-        eprintln!(
-            "wrote {} tensors for {} tokens to {}",
-            trace.tensors.len(),
-            tokens.len(),
-            out.display()
-        );
-    }
-    Ok(())
+    Ok(Trace {
+        info: TraceInfo {
+            model_file: path.file_name().map(|f| f.to_string_lossy().into_owned()),
+            model_sha256: None,
+            prompt: Some(prompt.to_owned()),
+            backend: Some(choice.name().to_owned()),
+            plumb_version: Some(env!("CARGO_PKG_VERSION").into()),
+            reference: None,
+        },
+        tokens: tokens.iter().map(|&t| t as i32).collect(),
+        tensors: recorder.tensors,
+    })
 }
 
 /// Keeps the tensors whose names match any pattern (all of them when there is none).

@@ -1,0 +1,62 @@
+//! `plumb verify`: run the reference backend and another backend on the same tokens and diff
+//! them layer by layer, in memory. Every new backend is accepted through this command.
+//!
+//! Exit status as `plumb diff`: 0 when they agree, 1 when they diverge, 2 on errors.
+
+use std::process::ExitCode;
+
+use plumb_verify::{diff, op_that_produced, Tolerance};
+
+use crate::backend_choice::BackendChoice;
+use crate::commands::diff::report_text;
+use crate::commands::trace::record;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// GGUF file, or a catalog model name
+    #[arg(short, long)]
+    model: String,
+    /// The backend to check against the reference
+    #[arg(long, value_enum)]
+    backend: BackendChoice,
+    /// The prompt to run
+    #[arg(short, long, default_value = "The capital of France is")]
+    prompt: String,
+    /// Largest allowed relative RMS error (default: the same-engine tolerance)
+    #[arg(long, value_name = "REL")]
+    tolerance: Option<f64>,
+}
+
+pub fn run(args: Args) -> ExitCode {
+    let result = (|| -> anyhow::Result<bool> {
+        let path = plumb_hub::resolve_model(&args.model)?;
+        let reference = record(&path, BackendChoice::Ref, &args.prompt, &[])?;
+        let candidate = record(&path, args.backend, &args.prompt, &[])?;
+        let mut tolerance = Tolerance::SAME_ENGINE;
+        if let Some(t) = args.tolerance {
+            tolerance.max_rel_rms = t;
+        }
+        let report = diff(&reference, &candidate, tolerance);
+        print!(
+            "{}",
+            report_text("ref", args.backend.name(), &reference, &candidate, &report)
+        );
+        if let Some(t) = report.first_divergence() {
+            eprintln!(
+                "verify: backend {} diverges from the reference at {} ({})",
+                args.backend.name(),
+                t.name,
+                op_that_produced(&t.name)
+            );
+        }
+        Ok(report.agree())
+    })();
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}
