@@ -454,7 +454,7 @@ fn detect_special_by_text(texts: &[String], attrs: &mut [u16], special: &mut Spe
 
 fn force_control(texts: &[String], attrs: &mut [u16], id: usize) {
     if attrs[id] & attr::CONTROL == 0 {
-        tracing::warn!("token {id} {:?} looks like a control token but is not typed as one; treating it as control", texts[id]);
+        tracing::debug!("token {id} {:?} looks like a control token but is not typed as one; treating it as control", texts[id]);
         attrs[id] |= attr::CONTROL;
     }
 }
