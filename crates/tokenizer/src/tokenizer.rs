@@ -176,6 +176,9 @@ impl Tokenizer {
     pub fn eos_id(&self) -> Option<u32> {
         self.vocab.special.eos
     }
+    /// The end-of-turn token. When a vocabulary has several candidates (`<|im_end|>` and
+    /// `<|endoftext|>`), llama.cpp's pick depends on its hash-map order and plumb takes the
+    /// lowest id, so the two can differ; [`Tokenizer::is_end_of_generation`] does not.
     pub fn eot_id(&self) -> Option<u32> {
         self.vocab.special.eot
     }
