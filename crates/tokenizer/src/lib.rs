@@ -7,8 +7,14 @@
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let file = plumb_gguf::GgufFile::open("model.gguf")?;
 //! let tok = plumb_tokenizer::Tokenizer::from_gguf(file.metadata())?;
-//! let ids = tok.encode("Hello world", true, false)?;
+//! // add_special: BOS/EOS as the model asks; parse_special: "<|im_start|>" in the text
+//! // becomes that control token.
+//! let prompt = tok.encode("<|im_start|>user\nHi<|im_end|>\n", true, true)?;
+//! let ids = tok.encode("Hello world", false, false)?;
 //! assert_eq!(tok.decode(&ids)?, "Hello world");
+//! let mut stream = tok.stream_decoder(); // for generated tokens
+//! let text: String = ids.iter().map(|&id| stream.push(id)).collect::<Result<_, _>>()?;
+//! # let _ = (prompt, text);
 //! # Ok(()) }
 //! ```
 
