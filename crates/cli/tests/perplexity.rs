@@ -76,6 +76,33 @@ fn smollm2_perplexity_matches_llama_cpp() {
     matches_llama_cpp_perplexity("smollm2-135m");
 }
 
+/// The larger models take minutes on the reference backend (gemma3 about 6, qwen2.5 about 12
+/// on 2 cores), so they run when PLUMB_SLOW_TESTS=1 until a fast backend is the default.
+fn slow_tests_enabled(test: &str) -> bool {
+    let enabled = std::env::var("PLUMB_SLOW_TESTS").is_ok_and(|v| v == "1");
+    if !enabled {
+        plumb_testutil::skip(
+            test,
+            "slow on the reference backend; set PLUMB_SLOW_TESTS=1 to run it",
+        );
+    }
+    enabled
+}
+
+#[test]
+fn gemma3_perplexity_matches_llama_cpp() {
+    if slow_tests_enabled("gemma3_perplexity_matches_llama_cpp") {
+        matches_llama_cpp_perplexity("gemma3-270m");
+    }
+}
+
+#[test]
+fn qwen2_perplexity_matches_llama_cpp() {
+    if slow_tests_enabled("qwen2_perplexity_matches_llama_cpp") {
+        matches_llama_cpp_perplexity("qwen2.5-coder-0.5b");
+    }
+}
+
 #[test]
 fn kl_divergence_against_a_saved_base() {
     let model = require_model!("smollm2-135m");
