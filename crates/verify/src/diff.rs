@@ -111,29 +111,23 @@ pub fn diff(a: &Trace, b: &Trace, tolerance: Tolerance) -> DiffReport {
         .tensors
         .iter()
         .map(|ta| {
+            let unmeasured = |verdict| TensorDiff {
+                name: ta.name.clone(),
+                shape: ta.shape.clone(),
+                cosine: None,
+                max_abs_err: None,
+                rel_rms_err: None,
+                verdict,
+            };
             let Some(tb) = b.get(&ta.name) else {
-                return TensorDiff {
-                    name: ta.name.clone(),
-                    shape: ta.shape.clone(),
-                    cosine: None,
-                    max_abs_err: None,
-                    rel_rms_err: None,
-                    verdict: Verdict::OnlyInA,
-                };
+                return unmeasured(Verdict::OnlyInA);
             };
             compared += 1;
             if ta.shape != tb.shape {
-                return TensorDiff {
-                    name: ta.name.clone(),
-                    shape: ta.shape.clone(),
-                    cosine: None,
-                    max_abs_err: None,
-                    rel_rms_err: None,
-                    verdict: Verdict::ShapeMismatch {
-                        a: ta.shape.clone(),
-                        b: tb.shape.clone(),
-                    },
-                };
+                return unmeasured(Verdict::ShapeMismatch {
+                    a: ta.shape.clone(),
+                    b: tb.shape.clone(),
+                });
             }
             let m = Metrics::of(&ta.data, &tb.data);
             TensorDiff {
