@@ -6,12 +6,10 @@ use plumb_gguf::{GgmlType, GgufError};
 /// tensor, sequence or backend operation at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
-    #[error("{}: {source}", path.display())]
-    Open {
-        path: PathBuf,
-        #[source]
-        source: GgufError,
-    },
+    /// The file cannot be opened or is not a valid GGUF file. The message includes the cause
+    /// (it is not also chained as a source, so that error reports do not repeat it).
+    #[error("{}: {error}", path.display())]
+    Open { path: PathBuf, error: GgufError },
     #[error(transparent)]
     Gguf(#[from] GgufError),
     #[error("unknown architecture {0:?}: plumb runs llama, qwen2 and gemma3")]

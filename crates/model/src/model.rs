@@ -34,9 +34,9 @@ impl<B: Backend> Model<B> {
     /// Opens a GGUF file and loads its weights onto `backend`.
     pub fn load(path: impl AsRef<Path>, backend: B) -> Result<Self> {
         let path = path.as_ref();
-        let file = GgufFile::open(path).map_err(|source| ModelError::Open {
+        let file = GgufFile::open(path).map_err(|error| ModelError::Open {
             path: path.to_owned(),
-            source,
+            error,
         })?;
         Self::from_file(Arc::new(file), backend)
     }

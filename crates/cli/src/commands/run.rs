@@ -62,8 +62,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
     let load_start = Instant::now();
     let path = plumb_hub::resolve_model(&args.model)?;
-    let model = Model::load(&path, RefBackend::new())
-        .with_context(|| format!("loading {}", path.display()))?;
+    let model = Model::load(&path, RefBackend::new())?;
     let tokenizer = Tokenizer::from_gguf(model.metadata())?;
     let load_time = load_start.elapsed();
 
