@@ -56,7 +56,6 @@ impl<B: Backend> Model<B> {
                 tensors: unused.iter().map(|s| s.to_string()).collect(),
             });
         }
-        drop(loader);
         Ok(Model {
             backend,
             file,
