@@ -161,7 +161,12 @@ fn stats_and_tensor_filter() {
 fn verify_compares_a_backend_with_the_reference() {
     let model = require_model!("smollm2-135m");
     let o = plumb(&["verify", "-m", model.to_str().unwrap(), "--backend", "ref"]);
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let text = String::from_utf8(o.stdout).unwrap();
     assert!(text.contains("agree: 303 tensors compared"), "{text}");
     let o = plumb(&["verify", "-m", model.to_str().unwrap(), "--backend", "tpu"]);
