@@ -21,13 +21,15 @@ impl Tolerance {
     };
 
     /// For comparing with llama.cpp, whose quantized matmuls round activations to 8 bits and
-    /// whose KV cache is f16: an exact implementation differs from its hidden states by a
-    /// relative RMS of 1e-3 to 4e-2, largest at `result_norm` (see shared/golden/README.md).
-    /// The bounds leave a little over 2× headroom on that; a real bug (wrong RoPE pairing, a
-    /// missing bias) is far outside them.
+    /// whose KV cache is f16. Measured against exact implementations (plumb's reference and
+    /// transformers in f32, which agree with each other to 1e-5): up to 5e-2 relative RMS on
+    /// the golden traces (largest at `result_norm`/`result_output`), and up to 0.131 with
+    /// cosine 0.991 on the inner attention tensors of deep layers in full-layer traces
+    /// (`attn_post_norm-17` of gemma3, `kqv_out-16` of qwen2.5). The bounds leave about 1.5×
+    /// headroom on that; a real bug (a missing bias: 0.99, cosine 0.12) is far outside them.
     pub const LLAMA_CPP: Tolerance = Tolerance {
-        max_rel_rms: 0.1,
-        min_cosine: 0.995,
+        max_rel_rms: 0.2,
+        min_cosine: 0.98,
     };
 
     /// A preset by name: `same-engine` or `llama.cpp`.
