@@ -1,17 +1,12 @@
 //! `plumb diff`: verdicts, the first divergent tensor, and exit codes 0 / 1 / 2.
 
+mod common;
+use common::plumb;
+
 use std::path::Path;
-use std::process::{Command, Output};
 
 use plumb_model::ObservedTensor;
 use plumb_verify::{Trace, TraceInfo};
-
-fn plumb(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_plumb"))
-        .args(args)
-        .output()
-        .expect("plumb runs")
-}
 
 fn tensor(name: &str, data: Vec<f32>) -> ObservedTensor {
     ObservedTensor {

@@ -1,19 +1,14 @@
 //! `plumb inspect` end to end: the summary of each shipped model against the figures in
 //! `shared/models/README.md`, and tensor dumps of files made with the GGUF writer.
 
+mod common;
+use common::plumb;
+
 use std::path::Path;
-use std::process::{Command, Output};
 
 use plumb_gguf::{GgmlType, GgufWriter};
 use plumb_testutil::require_model;
 use serde_json::Value as Json;
-
-fn plumb(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_plumb"))
-        .args(args)
-        .output()
-        .expect("plumb runs")
-}
 
 fn inspect_json(path: &Path) -> Json {
     let out = plumb(&["inspect", path.to_str().unwrap(), "--json"]);

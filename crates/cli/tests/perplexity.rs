@@ -1,16 +1,10 @@
 //! `plumb perplexity`: llama-perplexity's figure on the golden corpus, and the KL-divergence
 //! round trip through a saved base run.
 
-use std::process::{Command, Output};
+mod common;
+use common::plumb;
 
 use plumb_testutil::{require_model, require_shared};
-
-fn plumb(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_plumb"))
-        .args(args)
-        .output()
-        .expect("plumb runs")
-}
 
 fn final_ppl(stdout: &str) -> f64 {
     let line = stdout

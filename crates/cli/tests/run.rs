@@ -1,15 +1,9 @@
 //! `plumb run`: greedy generation streamed to stdout, timings on stderr, clear refusals.
 
-use std::process::{Command, Output};
+mod common;
+use common::plumb;
 
 use plumb_testutil::require_model;
-
-fn plumb(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_plumb"))
-        .args(args)
-        .output()
-        .expect("plumb runs")
-}
 
 #[test]
 fn greedy_generation_matches_llama_cpp() {

@@ -2,21 +2,16 @@
 //! (`shared/golden/<model>/trace.gguf`), and a deliberately broken model whose first divergent
 //! tensor `plumb diff` must name.
 
+mod common;
+use common::plumb;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use plumb_gguf::{GgufFile, GgufWriter};
 use plumb_testutil::{require_model, require_shared};
 use plumb_verify::Trace;
 
 const PROMPT: &str = "The capital of France is";
-
-fn plumb(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_plumb"))
-        .args(args)
-        .output()
-        .expect("plumb runs")
-}
 
 fn trace(model: &Path, out: &Path) {
     let o = plumb(&[
