@@ -23,6 +23,19 @@ fn server(honors_range: bool, breaks: Breaks) -> (TestServer, Vec<u8>) {
     (server, body)
 }
 
+/// Downloads the server's file to `dest`, expecting `body`'s sha256; returns the sha256.
+fn download_verified(server: &TestServer, dest: &Path, body: &[u8]) -> String {
+    server
+        .client()
+        .download(
+            &server.file_url(),
+            dest,
+            Some(&sha256_hex(body)),
+            &Progress::hidden(),
+        )
+        .unwrap()
+}
+
 fn assert_landed(dest: &Path, body: &[u8]) {
     assert!(
         std::fs::read(dest).unwrap() == body,
@@ -36,15 +49,7 @@ fn downloads_and_verifies() {
     let (server, body) = server(true, Breaks::Never);
     let dir = tempfile::tempdir().unwrap();
     let dest = dir.path().join("model.gguf");
-    let sha = server
-        .client()
-        .download(
-            &server.file_url(),
-            &dest,
-            Some(&sha256_hex(&body)),
-            &Progress::hidden(),
-        )
-        .unwrap();
+    let sha = download_verified(&server, &dest, &body);
     assert_eq!(sha, sha256_hex(&body));
     assert_landed(&dest, &body);
     assert_eq!(server.ranges(), vec![None]);
@@ -55,15 +60,7 @@ fn resumes_after_the_connection_breaks() {
     let (server, body) = server(true, Breaks::FirstAfter(BREAK_AT));
     let dir = tempfile::tempdir().unwrap();
     let dest = dir.path().join("model.gguf");
-    server
-        .client()
-        .download(
-            &server.file_url(),
-            &dest,
-            Some(&sha256_hex(&body)),
-            &Progress::hidden(),
-        )
-        .unwrap();
+    download_verified(&server, &dest, &body);
     assert_landed(&dest, &body);
     assert_eq!(
         server.ranges(),
@@ -76,15 +73,7 @@ fn starts_over_when_the_server_ignores_range() {
     let (server, body) = server(false, Breaks::FirstAfter(BREAK_AT));
     let dir = tempfile::tempdir().unwrap();
     let dest = dir.path().join("model.gguf");
-    server
-        .client()
-        .download(
-            &server.file_url(),
-            &dest,
-            Some(&sha256_hex(&body)),
-            &Progress::hidden(),
-        )
-        .unwrap();
+    download_verified(&server, &dest, &body);
     assert_landed(&dest, &body);
     assert_eq!(
         server.ranges(),
@@ -98,15 +87,7 @@ fn resumes_a_partial_file_from_an_earlier_run() {
     let dir = tempfile::tempdir().unwrap();
     let dest = dir.path().join("model.gguf");
     std::fs::write(partial_path(&dest), &body[..123_456]).unwrap();
-    server
-        .client()
-        .download(
-            &server.file_url(),
-            &dest,
-            Some(&sha256_hex(&body)),
-            &Progress::hidden(),
-        )
-        .unwrap();
+    download_verified(&server, &dest, &body);
     assert_landed(&dest, &body);
     assert_eq!(server.ranges(), vec![Some("bytes=123456-".to_string())]);
 }
@@ -117,15 +98,7 @@ fn stale_partial_is_replaced_when_range_is_ignored() {
     let dir = tempfile::tempdir().unwrap();
     let dest = dir.path().join("model.gguf");
     std::fs::write(partial_path(&dest), vec![0xAA; 50_000]).unwrap();
-    server
-        .client()
-        .download(
-            &server.file_url(),
-            &dest,
-            Some(&sha256_hex(&body)),
-            &Progress::hidden(),
-        )
-        .unwrap();
+    download_verified(&server, &dest, &body);
     assert_landed(&dest, &body);
 }
 
@@ -135,15 +108,7 @@ fn complete_partial_file_is_finished_on_416() {
     let dir = tempfile::tempdir().unwrap();
     let dest = dir.path().join("model.gguf");
     std::fs::write(partial_path(&dest), &body).unwrap();
-    server
-        .client()
-        .download(
-            &server.file_url(),
-            &dest,
-            Some(&sha256_hex(&body)),
-            &Progress::hidden(),
-        )
-        .unwrap();
+    download_verified(&server, &dest, &body);
     assert_landed(&dest, &body);
     assert_eq!(server.ranges(), vec![Some(format!("bytes={BODY_LEN}-"))]);
 }
