@@ -6,6 +6,7 @@ mod common;
 use common::plumb;
 
 use std::path::{Path, PathBuf};
+use std::process::Output;
 
 use plumb_gguf::{GgufFile, GgufWriter};
 use plumb_testutil::{require_model, require_shared};
@@ -13,16 +14,14 @@ use plumb_verify::Trace;
 
 const PROMPT: &str = "The capital of France is";
 
+/// `plumb trace -m MODEL -p PROMPT` with more arguments.
+fn plumb_trace(model: &Path, more: &[&str]) -> Output {
+    let head = ["trace", "-m", model.to_str().unwrap(), "-p", PROMPT];
+    plumb(&[&head[..], more].concat())
+}
+
 fn trace(model: &Path, out: &Path) {
-    let o = plumb(&[
-        "trace",
-        "-m",
-        model.to_str().unwrap(),
-        "-p",
-        PROMPT,
-        "-o",
-        out.to_str().unwrap(),
-    ]);
+    let o = plumb_trace(model, &["-o", out.to_str().unwrap()]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
@@ -121,16 +120,7 @@ fn dropped_qwen2_bias_is_named_as_the_first_divergence() {
 #[test]
 fn stats_and_tensor_filter() {
     let model = require_model!("smollm2-135m");
-    let o = plumb(&[
-        "trace",
-        "-m",
-        model.to_str().unwrap(),
-        "-p",
-        PROMPT,
-        "--stats",
-        "--tensors",
-        "l_out-*, result_norm",
-    ]);
+    let o = plumb_trace(&model, &["--stats", "--tensors", "l_out-*, result_norm"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let text = String::from_utf8(o.stdout).unwrap();
     let rows: Vec<&str> = text.lines().skip(1).collect();
@@ -138,16 +128,7 @@ fn stats_and_tensor_filter() {
     assert!(rows[0].starts_with("l_out-0 ") && rows[30].starts_with("result_norm "));
     assert!(!text.contains("suspicious"), "{text}");
 
-    let o = plumb(&[
-        "trace",
-        "-m",
-        model.to_str().unwrap(),
-        "-p",
-        PROMPT,
-        "--stats",
-        "--tensors",
-        "nope*",
-    ]);
+    let o = plumb_trace(&model, &["--stats", "--tensors", "nope*"]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("no tensor name matches"));
 }

@@ -35,8 +35,8 @@ impl Tolerance {
     /// A preset by name: `same-engine` or `llama.cpp`.
     pub fn preset(name: &str) -> Option<Tolerance> {
         match name {
-            "same-engine" | "plumb" => Some(Self::SAME_ENGINE),
-            "llama.cpp" | "llama-cpp" | "llamacpp" => Some(Self::LLAMA_CPP),
+            "same-engine" => Some(Self::SAME_ENGINE),
+            "llama.cpp" => Some(Self::LLAMA_CPP),
             _ => None,
         }
     }
