@@ -4,7 +4,9 @@
 //! Every type that GGUF files carry is dequantized exactly as ggml's `to_float` does it (same
 //! f32 operations in the same order), so `dequantize_row` gives the very bits llama.cpp gets.
 //! The reference quantizers (`quantize_row`) reproduce ggml's `quantize_row_*_ref` byte for
-//! byte. `dot_row` is the plain scalar yardstick that faster kernels are checked against.
+//! byte. `dot_row` is the plain scalar yardstick that faster kernels are checked against;
+//! [`DotKernel`] holds those faster kernels (integer dot products against quantized
+//! activations, per instruction set).
 //!
 //! One module per family, each documenting its block layouts:
 //! - `float`: F32, F16, BF16;
@@ -30,10 +32,12 @@ mod legacy;
 mod mxfp4;
 mod scale_search;
 mod ternary;
+mod vec_dot;
 
 pub use dot::dot_row;
 pub use error::KernelError;
 pub use plumb_gguf::{GgmlType, QK_K};
+pub use vec_dot::{DotKernel, Isa};
 
 type Dequantizer = fn(&[u8], &mut [f32]);
 type Quantizer = fn(&[f32], &mut [u8]);

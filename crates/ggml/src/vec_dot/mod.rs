@@ -1,0 +1,199 @@
+//! Fast dot products of quantized weight rows with quantized activations, as ggml's CPU
+//! backend computes them: the activations are quantized once per row to the weight type's
+//! partner format (its `vec_dot_type`: Q8_0, Q8_1 or Q8_K, or F16/BF16/F32 for float weights),
+//! and each block's products are summed in integers before its scales are applied.
+//!
+//! A [`DotKernel`] is chosen once per weight type for the instruction set the CPU has
+//! ([`Isa::detect`]); every instruction set's kernel is tested against the scalar one, and the
+//! scalar one against the reference [`crate::dot_row`].
+//!
+//! The kernels live by family: `blocks32` (types with 32-element blocks, and the float types)
+//! and `superblocks` (the 256-element k-quants and IQ4_XS). Each family has one file per
+//! instruction set.
+
+mod blocks32;
+mod superblocks;
+
+use crate::{check_lengths, GgmlType, KernelError};
+
+/// The instruction sets plumb has kernels for. Later variants are preferred when present.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Isa {
+    /// Plain Rust: every target.
+    Scalar,
+    /// x86-64 with AVX2, FMA and F16C.
+    Avx2,
+    /// x86-64 with AVX-512 F/BW/VL/DQ (and AVX2, FMA, F16C).
+    Avx512,
+    /// [`Isa::Avx512`] with AVX-512 VNNI (and BF16 where the CPU has it).
+    Avx512Vnni,
+    /// aarch64 with NEON.
+    Neon,
+    /// aarch64 with NEON and the dot-product extension.
+    NeonDotprod,
+}
+
+impl Isa {
+    /// The best instruction set this CPU and OS support. Detection goes through std's
+    /// run-time checks, which also ask the OS whether it saves the wider registers: a CPU that
+    /// reports a feature the OS has not enabled (such as AMX tiles) never gets it.
+    pub fn detect() -> Isa {
+        Isa::available().into_iter().max().unwrap_or(Isa::Scalar)
+    }
+
+    /// Every instruction set this machine can run, [`Isa::Scalar`] first.
+    pub fn available() -> Vec<Isa> {
+        let mut isas = vec![Isa::Scalar];
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            if has!("avx2") && has!("fma") && has!("f16c") {
+                isas.push(Isa::Avx2);
+                if has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512dq") {
+                    isas.push(Isa::Avx512);
+                    if has!("avx512vnni") {
+                        isas.push(Isa::Avx512Vnni);
+                    }
+                }
+            }
+        }
+        #[cfg(target_arch = "aarch64")]
+        {
+            use std::arch::is_aarch64_feature_detected as has;
+            if has!("neon") {
+                isas.push(Isa::Neon);
+                if has!("dotprod") {
+                    isas.push(Isa::NeonDotprod);
+                }
+            }
+        }
+        isas
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Isa::Scalar => "scalar",
+            Isa::Avx2 => "avx2",
+            Isa::Avx512 => "avx512",
+            Isa::Avx512Vnni => "avx512-vnni",
+            Isa::Neon => "neon",
+            Isa::NeonDotprod => "neon-dotprod",
+        }
+    }
+}
+
+/// Quantizes one activation row (whole blocks) into the partner format.
+pub(crate) type QuantizeFn = fn(x: &[f32], out: &mut [u8]);
+/// The dot product of one weight row with one quantized activation row of the same length.
+pub(crate) type DotFn = fn(w: &[u8], act: &[u8]) -> f32;
+/// One weight row against `out.len()` activation rows stored back to back in `acts`:
+/// `out[c] = dot(w, act_c)`. Unpacking the weight once for several activation rows is what
+/// makes prompt processing cheaper than repeated matrix-vector products.
+pub(crate) type DotManyFn = fn(w: &[u8], acts: &[u8], out: &mut [f32]);
+
+/// What a family module provides for one weight type on one instruction set.
+#[derive(Clone, Copy)]
+pub(crate) struct KernelFns {
+    pub act_type: GgmlType,
+    pub quantize: QuantizeFn,
+    pub dot: DotFn,
+    pub dot_many: DotManyFn,
+}
+
+/// The integer dot-product kernel of one weight type on one instruction set.
+#[derive(Clone, Copy)]
+pub struct DotKernel {
+    weight_type: GgmlType,
+    isa: Isa,
+    fns: KernelFns,
+}
+
+impl std::fmt::Debug for DotKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DotKernel({}, {})", self.weight_type, self.isa.name())
+    }
+}
+
+impl DotKernel {
+    /// The kernel for `weight_type` on the best instruction set of this machine that has one.
+    pub fn new(weight_type: GgmlType) -> Result<DotKernel, KernelError> {
+        let mut isas = Isa::available();
+        isas.reverse();
+        isas.into_iter()
+            .find_map(|isa| Self::lookup(weight_type, isa))
+            .ok_or(KernelError::UnsupportedType {
+                ty: weight_type,
+                operation: "quantized dot product",
+            })
+    }
+
+    /// The kernel for `weight_type` written for `isa`, if there is one and this machine can
+    /// run it. Tests use this to compare instruction sets.
+    pub fn for_isa(weight_type: GgmlType, isa: Isa) -> Option<DotKernel> {
+        if !Isa::available().contains(&isa) {
+            return None;
+        }
+        Self::lookup(weight_type, isa)
+    }
+
+    fn lookup(weight_type: GgmlType, isa: Isa) -> Option<DotKernel> {
+        let fns =
+            blocks32::kernel(weight_type, isa).or_else(|| superblocks::kernel(weight_type, isa))?;
+        Some(DotKernel {
+            weight_type,
+            isa,
+            fns,
+        })
+    }
+
+    pub fn weight_type(&self) -> GgmlType {
+        self.weight_type
+    }
+
+    pub fn isa(&self) -> Isa {
+        self.isa
+    }
+
+    /// The format activations are quantized to (ggml's `vec_dot_type`).
+    pub fn act_type(&self) -> GgmlType {
+        self.fns.act_type
+    }
+
+    /// Bytes of one quantized activation row of `n` elements.
+    pub fn act_row_bytes(&self, n: usize) -> usize {
+        n / self.fns.act_type.block_size() * self.fns.act_type.block_bytes()
+    }
+
+    /// Quantizes an activation row into `out` (exactly [`DotKernel::act_row_bytes`] long).
+    pub fn quantize(&self, x: &[f32], out: &mut [u8]) -> Result<(), KernelError> {
+        check_lengths(self.fns.act_type, x.len(), out.len())?;
+        (self.fns.quantize)(x, out);
+        Ok(())
+    }
+
+    /// Quantizes an activation row without checking lengths. The caller guarantees that
+    /// `x` is whole blocks and `out` exactly their bytes; wrong lengths give wrong results or a
+    /// panic, never undefined behaviour.
+    pub fn quantize_unchecked(&self, x: &[f32], out: &mut [u8]) {
+        (self.fns.quantize)(x, out)
+    }
+
+    /// `w · act` for a weight row and a quantized activation row of `n` elements.
+    pub fn dot(&self, n: usize, w: &[u8], act: &[u8]) -> Result<f32, KernelError> {
+        check_lengths(self.weight_type, n, w.len())?;
+        check_lengths(self.fns.act_type, n, act.len())?;
+        Ok((self.fns.dot)(w, act))
+    }
+
+    /// [`DotKernel::dot`] without the length checks, for the hot loop. Same contract as
+    /// [`DotKernel::quantize_unchecked`].
+    pub fn dot_unchecked(&self, w: &[u8], act: &[u8]) -> f32 {
+        (self.fns.dot)(w, act)
+    }
+
+    /// `out[c] = w · act_c` for `out.len()` activation rows stored back to back in `acts`.
+    /// Same contract as [`DotKernel::quantize_unchecked`].
+    pub fn dot_many_unchecked(&self, w: &[u8], acts: &[u8], out: &mut [f32]) {
+        (self.fns.dot_many)(w, acts, out)
+    }
+}
