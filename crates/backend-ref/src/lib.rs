@@ -6,20 +6,19 @@
 //! run on all cores through rayon.
 
 mod attention;
+mod checks;
 mod matmul;
 mod ops;
 mod tensor;
 
-use plumb_ggml::KernelError;
-use plumb_model::{
-    Activation, Activations, AttentionStep, Backend, KvLayout, ModelError, Result, Rope,
-    WeightTensor,
-};
+use plumb_model::{Activation, AttentionStep, Backend, KvLayout, Result, Rope, WeightTensor};
 
 pub use attention::RefKvStorage;
+pub use checks::Checks;
 pub use tensor::HostTensor;
 
 const NAME: &str = "ref";
+const CHECK: Checks = Checks { backend: NAME };
 
 /// The reference backend.
 #[derive(Debug, Clone, Copy, Default)]
@@ -29,45 +28,6 @@ impl RefBackend {
     pub fn new() -> Self {
         RefBackend
     }
-}
-
-fn error(op: &'static str, message: impl Into<String>) -> ModelError {
-    ModelError::Backend {
-        backend: NAME,
-        op,
-        message: message.into(),
-    }
-}
-
-fn kernel_error(op: &'static str) -> impl Fn(KernelError) -> ModelError {
-    move |e| error(op, e.to_string())
-}
-
-/// Fails unless `x` is `expected` wide.
-fn check_width(op: &'static str, x: &HostTensor, expected: usize, what: &str) -> Result<()> {
-    if x.width() != expected {
-        return Err(error(
-            op,
-            format!("input is {} wide, {what} needs {expected}", x.width()),
-        ));
-    }
-    Ok(())
-}
-
-fn check_same_shape(op: &'static str, a: &HostTensor, b: &HostTensor) -> Result<()> {
-    if (a.n_tokens(), a.width()) != (b.n_tokens(), b.width()) {
-        return Err(error(
-            op,
-            format!(
-                "shapes differ: [{} × {}] and [{} × {}]",
-                a.n_tokens(),
-                a.width(),
-                b.n_tokens(),
-                b.width()
-            ),
-        ));
-    }
-    Ok(())
 }
 
 impl Backend for RefBackend {
@@ -81,7 +41,7 @@ impl Backend for RefBackend {
 
     fn load_weight(&self, tensor: WeightTensor) -> Result<WeightTensor> {
         if !plumb_ggml::can_dequantize(tensor.ggml_type()) {
-            return Err(error(
+            return Err(CHECK.error(
                 "load_weight",
                 format!(
                     "tensor {:?} is {}, which cannot be dequantized",
@@ -98,38 +58,24 @@ impl Backend for RefBackend {
     }
 
     fn embed(&self, table: &WeightTensor, tokens: &[u32]) -> Result<HostTensor> {
-        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= table.n_rows()) {
-            return Err(error(
-                "embed",
-                format!("token {bad} is not a row of {:?}", table.name()),
-            ));
-        }
-        matmul::lookup_rows(table, tokens).map_err(kernel_error("embed"))
+        CHECK.embed_ids(table.name(), table.n_rows(), tokens)?;
+        matmul::lookup_rows(table, tokens).map_err(CHECK.kernel_error("embed"))
     }
 
     fn rms_norm(&self, x: &HostTensor, weight: &WeightTensor, eps: f32) -> Result<HostTensor> {
-        let weight = matmul::to_f32(weight).map_err(kernel_error("rms_norm"))?;
-        if weight.is_empty() || !x.width().is_multiple_of(weight.len()) {
-            return Err(error(
-                "rms_norm",
-                format!(
-                    "rows of {} do not split into groups of {}",
-                    x.width(),
-                    weight.len()
-                ),
-            ));
-        }
+        let weight = matmul::to_f32(weight).map_err(CHECK.kernel_error("rms_norm"))?;
+        CHECK.norm_groups(x, weight.len())?;
         Ok(ops::rms_norm(x, &weight, eps))
     }
 
     fn matmul(&self, x: &HostTensor, weight: &WeightTensor) -> Result<HostTensor> {
-        check_width("matmul", x, weight.row_len(), weight.name())?;
-        matmul::matmul(x, weight).map_err(kernel_error("matmul"))
+        CHECK.width("matmul", x, weight.row_len(), weight.name())?;
+        matmul::matmul(x, weight).map_err(CHECK.kernel_error("matmul"))
     }
 
     fn add_bias(&self, x: HostTensor, bias: &WeightTensor) -> Result<HostTensor> {
-        check_width("add_bias", &x, bias.n_elements(), bias.name())?;
-        let bias = matmul::to_f32(bias).map_err(kernel_error("add_bias"))?;
+        CHECK.width("add_bias", &x, bias.n_elements(), bias.name())?;
+        let bias = matmul::to_f32(bias).map_err(CHECK.kernel_error("add_bias"))?;
         Ok(ops::add_bias(x, &bias))
     }
 
@@ -144,22 +90,7 @@ impl Backend for RefBackend {
         positions: &[usize],
         rope: &Rope,
     ) -> Result<HostTensor> {
-        if head_dim == 0 || !x.width().is_multiple_of(head_dim) || rope.n_rot > head_dim {
-            return Err(error(
-                "rope",
-                format!(
-                    "rows of {} are not whole heads of {head_dim} with {} rotated dimensions",
-                    x.width(),
-                    rope.n_rot
-                ),
-            ));
-        }
-        if positions.len() != x.n_tokens() {
-            return Err(error(
-                "rope",
-                format!("{} positions for {} tokens", positions.len(), x.n_tokens()),
-            ));
-        }
+        CHECK.rope(&x, head_dim, positions, rope)?;
         Ok(ops::rope(x, head_dim, positions, rope))
     }
 
@@ -171,37 +102,8 @@ impl Backend for RefBackend {
         kv: &mut RefKvStorage,
         step: &AttentionStep<'_>,
     ) -> Result<HostTensor> {
-        if step.layer >= kv.n_layers() {
-            return Err(error(
-                "attention",
-                format!("layer {} of a {}-layer cache", step.layer, kv.n_layers()),
-            ));
-        }
-        let shape = *kv.layer_shape(step.layer);
-        if step.n_head == 0 || !step.n_head.is_multiple_of(shape.n_head_kv) {
-            return Err(error(
-                "attention",
-                format!(
-                    "{} query heads cannot share {} KV heads",
-                    step.n_head, shape.n_head_kv
-                ),
-            ));
-        }
-        check_width("attention", q, step.n_head * shape.head_dim_k, "Q")?;
-        check_width("attention", k, shape.k_width(), "K")?;
-        check_width("attention", v, shape.v_width(), "V")?;
-        let n = q.n_tokens();
-        if k.n_tokens() != n || v.n_tokens() != n || step.tokens.len() != n {
-            return Err(error(
-                "attention",
-                format!(
-                    "Q, K, V and the batch have {n}, {}, {} and {} tokens",
-                    k.n_tokens(),
-                    v.n_tokens(),
-                    step.tokens.len()
-                ),
-            ));
-        }
+        let layers: Vec<_> = (0..kv.n_layers()).map(|l| kv.layer_shape(l)).collect();
+        CHECK.attention(q, k, v, &layers, step)?;
         Ok(attention::attention(q, k, v, kv, step))
     }
 
@@ -211,22 +113,17 @@ impl Backend for RefBackend {
         up: &HostTensor,
         act: Activation,
     ) -> Result<HostTensor> {
-        check_same_shape("gated_activation", gate, up)?;
+        CHECK.same_shape("gated_activation", gate, up)?;
         Ok(ops::gated_activation(gate, up, act))
     }
 
     fn add(&self, a: &HostTensor, b: &HostTensor) -> Result<HostTensor> {
-        check_same_shape("add", a, b)?;
+        CHECK.same_shape("add", a, b)?;
         Ok(ops::add(a, b))
     }
 
     fn select_rows(&self, x: &HostTensor, rows: &[usize]) -> Result<HostTensor> {
-        if let Some(&bad) = rows.iter().find(|&&r| r >= x.n_tokens()) {
-            return Err(error(
-                "select_rows",
-                format!("row {bad} of {}", x.n_tokens()),
-            ));
-        }
+        CHECK.rows(x, rows)?;
         Ok(ops::select_rows(x, rows))
     }
 

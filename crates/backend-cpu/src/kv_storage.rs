@@ -1,0 +1,163 @@
+//! The KV cache's storage: per layer, one K row and one V row (all KV heads of a position) per
+//! slot, in the cache type the user chose.
+
+use half::f16;
+use half::slice::HalfFloatSliceExt;
+use plumb_ggml::GgmlType;
+use plumb_model::{KvLayout, LayerKv};
+
+/// How keys and values are stored (`--cache-type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KvCacheType {
+    F32,
+    /// The default, as in llama.cpp: half the memory of f32, error far below the weights'.
+    F16,
+    /// 8-bit blocks of 32 with an f16 scale; heads must be whole blocks.
+    Q8_0,
+}
+
+impl KvCacheType {
+    pub fn name(self) -> &'static str {
+        match self {
+            KvCacheType::F32 => "f32",
+            KvCacheType::F16 => "f16",
+            KvCacheType::Q8_0 => "q8_0",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<KvCacheType> {
+        Some(match name {
+            "f32" => KvCacheType::F32,
+            "f16" => KvCacheType::F16,
+            "q8_0" => KvCacheType::Q8_0,
+            _ => return None,
+        })
+    }
+
+    pub(crate) fn ggml_type(self) -> GgmlType {
+        match self {
+            KvCacheType::F32 => GgmlType::F32,
+            KvCacheType::F16 => GgmlType::F16,
+            KvCacheType::Q8_0 => GgmlType::Q8_0,
+        }
+    }
+
+    /// Bytes of `n` values.
+    pub(crate) fn bytes(self, n: usize) -> usize {
+        let ty = self.ggml_type();
+        n / ty.block_size() * ty.block_bytes()
+    }
+}
+
+pub struct CpuKvStorage {
+    pub(crate) cache_type: KvCacheType,
+    pub(crate) layers: Vec<LayerStore>,
+}
+
+pub(crate) struct LayerStore {
+    pub shape: LayerKv,
+    /// Bytes, held in `u32`s so that f16 and f32 rows are aligned for their type.
+    k: Vec<u32>,
+    v: Vec<u32>,
+    k_row_bytes: usize,
+    v_row_bytes: usize,
+}
+
+impl CpuKvStorage {
+    pub fn new(layout: &KvLayout, cache_type: KvCacheType) -> CpuKvStorage {
+        let layers = layout
+            .layers
+            .iter()
+            .map(|shape| {
+                let slots = layout.n_seq * shape.capacity;
+                let k_row_bytes = cache_type.bytes(shape.k_width());
+                let v_row_bytes = cache_type.bytes(shape.v_width());
+                LayerStore {
+                    shape: *shape,
+                    k: vec![0; (slots * k_row_bytes).div_ceil(4)],
+                    v: vec![0; (slots * v_row_bytes).div_ceil(4)],
+                    k_row_bytes,
+                    v_row_bytes,
+                }
+            })
+            .collect();
+        CpuKvStorage { cache_type, layers }
+    }
+
+    pub fn cache_type(&self) -> KvCacheType {
+        self.cache_type
+    }
+
+    pub fn n_layers(&self) -> usize {
+        self.layers.len()
+    }
+
+    pub fn layer_shape(&self, layer: usize) -> &LayerKv {
+        &self.layers[layer].shape
+    }
+
+    /// Bytes held, K and V of every layer.
+    pub fn size_bytes(&self) -> usize {
+        self.layers
+            .iter()
+            .map(|l| 4 * (l.k.len() + l.v.len()))
+            .sum()
+    }
+}
+
+impl LayerStore {
+    fn slot(&self, seq: usize, pos: usize) -> usize {
+        seq * self.shape.capacity + self.shape.slot(pos)
+    }
+
+    pub fn k_row(&self, seq: usize, pos: usize) -> &[u8] {
+        let i = self.slot(seq, pos);
+        &bytemuck::cast_slice(&self.k)[i * self.k_row_bytes..(i + 1) * self.k_row_bytes]
+    }
+
+    pub fn v_row(&self, seq: usize, pos: usize) -> &[u8] {
+        let i = self.slot(seq, pos);
+        &bytemuck::cast_slice(&self.v)[i * self.v_row_bytes..(i + 1) * self.v_row_bytes]
+    }
+
+    pub fn store(&mut self, cache_type: KvCacheType, seq: usize, pos: usize, k: &[f32], v: &[f32]) {
+        let i = self.slot(seq, pos);
+        let (kb, vb) = (self.k_row_bytes, self.v_row_bytes);
+        let k_bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut self.k);
+        encode(cache_type, k, &mut k_bytes[i * kb..(i + 1) * kb]);
+        let v_bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut self.v);
+        encode(cache_type, v, &mut v_bytes[i * vb..(i + 1) * vb]);
+    }
+}
+
+fn encode(cache_type: KvCacheType, values: &[f32], out: &mut [u8]) {
+    match cache_type {
+        KvCacheType::F32 => bytemuck::cast_slice_mut::<u8, f32>(out).copy_from_slice(values),
+        KvCacheType::F16 => {
+            bytemuck::cast_slice_mut::<u8, f16>(out).convert_from_f32_slice(values);
+        }
+        KvCacheType::Q8_0 => plumb_ggml::quantize_row(GgmlType::Q8_0, values, out)
+            .expect("a q8_0 cache is only made for whole blocks"),
+    }
+}
+
+/// Decodes `out.len()` values starting at element `start` of a stored row.
+pub(crate) fn decode(cache_type: KvCacheType, row: &[u8], start: usize, out: &mut [f32]) {
+    match cache_type {
+        KvCacheType::F32 => {
+            let values: &[f32] = bytemuck::cast_slice(row);
+            out.copy_from_slice(&values[start..start + out.len()]);
+        }
+        KvCacheType::F16 => {
+            let values: &[f16] = bytemuck::cast_slice(row);
+            values[start..start + out.len()].convert_to_f32_slice(out);
+        }
+        KvCacheType::Q8_0 => {
+            let ty = GgmlType::Q8_0;
+            let first = start / ty.block_size() * ty.block_bytes();
+            let len = out.len() / ty.block_size() * ty.block_bytes();
+            plumb_ggml::dequantize_row(ty, &row[first..first + len], out)
+                .expect("heads of a q8_0 cache are whole blocks");
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! The fast CPU backend, plumb's default.
+//!
+//! Weights stay memory-mapped in their quantized form. Matrix products quantize the
+//! activations once to the weight type's 8-bit partner format and use the integer SIMD kernels
+//! of [`plumb_ggml::DotKernel`], chosen at run time for this CPU. All ops run on a persistent
+//! [`ThreadPool`]; results do not depend on the thread count. The KV cache is f16 by default.
+//!
+//! It differs from the f32 reference only by llama.cpp's own roundings (8-bit activations,
+//! f16 keys and values), which `plumb verify --backend cpu` bounds layer by layer.
+
+mod attention;
+mod kv_storage;
+mod matmul;
+mod ops;
+mod pool;
+mod shared_out;
+
+use std::sync::Arc;
+
+use plumb_backend_ref::{Checks, HostTensor};
+use plumb_ggml::{DotKernel, Isa};
+use plumb_model::{Activation, AttentionStep, Backend, KvLayout, Result, Rope, WeightTensor};
+
+pub use kv_storage::{CpuKvStorage, KvCacheType};
+pub use pool::ThreadPool;
+
+use matmul::Matrix;
+
+const NAME: &str = "cpu";
+const CHECK: Checks = Checks { backend: NAME };
+
+/// The fast CPU backend.
+pub struct CpuBackend {
+    pool: Arc<ThreadPool>,
+    cache_type: KvCacheType,
+}
+
+/// A weight as the CPU backend holds it: matrices keep their mapped bytes and get a kernel;
+/// vectors (norms, biases) are dequantized once.
+pub struct CpuWeight {
+    tensor: WeightTensor,
+    matrix: Option<Matrix>,
+    values: Option<Arc<[f32]>>,
+}
+
+impl CpuBackend {
+    /// A backend running on `n_threads` threads with its KV cache in `cache_type`.
+    pub fn new(n_threads: usize, cache_type: KvCacheType) -> Result<CpuBackend> {
+        let pool = ThreadPool::new(n_threads.max(1))
+            .map_err(|e| CHECK.error("new", format!("cannot start the thread pool: {e}")))?;
+        tracing::info!(
+            threads = n_threads,
+            isa = Isa::detect().name(),
+            "cpu backend"
+        );
+        Ok(CpuBackend {
+            pool: Arc::new(pool),
+            cache_type,
+        })
+    }
+
+    pub fn n_threads(&self) -> usize {
+        self.pool.n_threads()
+    }
+
+    /// The instruction set the kernels use.
+    pub fn isa(&self) -> Isa {
+        Isa::detect()
+    }
+
+    pub fn cache_type(&self) -> KvCacheType {
+        self.cache_type
+    }
+}
+
+impl CpuWeight {
+    fn values(&self, op: &'static str) -> Result<&[f32]> {
+        self.values.as_deref().ok_or_else(|| {
+            CHECK.error(
+                op,
+                format!("{:?} is a matrix, not a vector", self.tensor.name()),
+            )
+        })
+    }
+
+    fn matrix(&self, op: &'static str) -> Result<&Matrix> {
+        self.matrix.as_ref().ok_or_else(|| {
+            CHECK.error(
+                op,
+                format!("{:?} is a vector, not a matrix", self.tensor.name()),
+            )
+        })
+    }
+}
+
+impl Backend for CpuBackend {
+    type Weight = CpuWeight;
+    type Tensor = HostTensor;
+    type KvStorage = CpuKvStorage;
+
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn load_weight(&self, tensor: WeightTensor) -> Result<CpuWeight> {
+        let ty = tensor.ggml_type();
+        if tensor.n_rows() <= 1 {
+            let values = plumb_ggml::dequantize_row_to_vec(ty, tensor.bytes())
+                .map_err(|e| CHECK.error("load_weight", format!("{:?}: {e}", tensor.name())))?;
+            return Ok(CpuWeight {
+                tensor,
+                matrix: None,
+                values: Some(values.into()),
+            });
+        }
+        let kernel = DotKernel::new(ty).map_err(|_| {
+            CHECK.error(
+                "load_weight",
+                format!(
+                    "tensor {:?} is {ty}, which the cpu backend has no kernel for \
+                     (--backend ref runs it)",
+                    tensor.name()
+                ),
+            )
+        })?;
+        Ok(CpuWeight {
+            matrix: Some(Matrix {
+                tensor: tensor.clone(),
+                kernel,
+            }),
+            tensor,
+            values: None,
+        })
+    }
+
+    fn new_kv_storage(&self, layout: &KvLayout) -> Result<CpuKvStorage> {
+        let block = self.cache_type.ggml_type().block_size();
+        if let Some(layer) = layout
+            .layers
+            .iter()
+            .find(|l| !l.head_dim_k.is_multiple_of(block) || !l.head_dim_v.is_multiple_of(block))
+        {
+            return Err(CHECK.error(
+                "new_kv_storage",
+                format!(
+                    "a {} KV cache needs heads in whole blocks of {block}, but this model's \
+                     heads are {} and {} wide",
+                    self.cache_type.name(),
+                    layer.head_dim_k,
+                    layer.head_dim_v
+                ),
+            ));
+        }
+        Ok(CpuKvStorage::new(layout, self.cache_type))
+    }
+
+    fn embed(&self, table: &CpuWeight, tokens: &[u32]) -> Result<HostTensor> {
+        let table = &table.tensor;
+        CHECK.embed_ids(table.name(), table.n_rows(), tokens)?;
+        let mut out = HostTensor::zeros(tokens.len(), table.row_len());
+        for (row, &id) in out.rows_mut().zip(tokens) {
+            plumb_ggml::dequantize_row(table.ggml_type(), table.row_bytes(id as usize), row)
+                .map_err(CHECK.kernel_error("embed"))?;
+        }
+        Ok(out)
+    }
+
+    fn rms_norm(&self, x: &HostTensor, weight: &CpuWeight, eps: f32) -> Result<HostTensor> {
+        let weight = weight.values("rms_norm")?;
+        CHECK.norm_groups(x, weight.len())?;
+        Ok(ops::rms_norm(&self.pool, x, weight, eps))
+    }
+
+    fn matmul(&self, x: &HostTensor, weight: &CpuWeight) -> Result<HostTensor> {
+        let matrix = weight.matrix("matmul")?;
+        CHECK.width("matmul", x, matrix.tensor.row_len(), matrix.tensor.name())?;
+        Ok(matmul::matmul(&self.pool, x, matrix))
+    }
+
+    fn add_bias(&self, x: HostTensor, bias: &CpuWeight) -> Result<HostTensor> {
+        let values = bias.values("add_bias")?;
+        CHECK.width("add_bias", &x, values.len(), bias.tensor.name())?;
+        Ok(ops::add_bias(&self.pool, x, values))
+    }
+
+    fn scale(&self, x: HostTensor, factor: f32) -> Result<HostTensor> {
+        Ok(ops::scale(x, factor))
+    }
+
+    fn rope(
+        &self,
+        x: HostTensor,
+        head_dim: usize,
+        positions: &[usize],
+        rope: &Rope,
+    ) -> Result<HostTensor> {
+        CHECK.rope(&x, head_dim, positions, rope)?;
+        Ok(ops::rope(&self.pool, x, head_dim, positions, rope))
+    }
+
+    fn attention(
+        &self,
+        q: &HostTensor,
+        k: &HostTensor,
+        v: &HostTensor,
+        kv: &mut CpuKvStorage,
+        step: &AttentionStep<'_>,
+    ) -> Result<HostTensor> {
+        let layers: Vec<_> = (0..kv.n_layers()).map(|l| kv.layer_shape(l)).collect();
+        CHECK.attention(q, k, v, &layers, step)?;
+        Ok(attention::attention(&self.pool, q, k, v, kv, step))
+    }
+
+    fn gated_activation(
+        &self,
+        gate: &HostTensor,
+        up: &HostTensor,
+        act: Activation,
+    ) -> Result<HostTensor> {
+        CHECK.same_shape("gated_activation", gate, up)?;
+        Ok(ops::gated_activation(&self.pool, gate, up, act))
+    }
+
+    fn add(&self, a: &HostTensor, b: &HostTensor) -> Result<HostTensor> {
+        CHECK.same_shape("add", a, b)?;
+        Ok(ops::add(&self.pool, a, b))
+    }
+
+    fn select_rows(&self, x: &HostTensor, rows: &[usize]) -> Result<HostTensor> {
+        CHECK.rows(x, rows)?;
+        Ok(ops::select_rows(x, rows))
+    }
+
+    fn to_host(&self, x: &HostTensor) -> Result<Vec<f32>> {
+        Ok(x.data().to_vec())
+    }
+}

@@ -1,0 +1,98 @@
+//! Matrix products with quantized weights: the activations are quantized once to the weight
+//! type's partner format, then every output is one integer dot product of a weight row with an
+//! activation row, computed by the [`DotKernel`] for this CPU.
+//!
+//! The weight rows are split across the pool's threads. A thread walks its rows against
+//! blocks of activation rows small enough to stay in its cache, and each weight row is unpacked
+//! once per block of tokens (`dot_many`), so prompt processing reuses every weight block across
+//! many tokens instead of streaming the whole matrix once per token.
+
+use plumb_backend_ref::HostTensor;
+use plumb_ggml::DotKernel;
+use plumb_model::{Activations, WeightTensor};
+
+use crate::pool::{split, ThreadPool};
+use crate::shared_out::SharedOut;
+
+/// Weight rows a thread's part is rounded to, so that parts start on cache-line-friendly rows.
+const ROW_ALIGN: usize = 16;
+/// Bytes of quantized activations walked against one weight row at a time: they stay in L2.
+const ACT_BLOCK_BYTES: usize = 192 * 1024;
+/// Weight rows walked against one block of activations: they stay in L1.
+const ROW_BLOCK: usize = 16;
+
+/// A weight matrix and the kernel for its type.
+#[derive(Clone)]
+pub struct Matrix {
+    pub tensor: WeightTensor,
+    pub kernel: DotKernel,
+}
+
+/// Activation rows quantized to a kernel's partner format, back to back.
+pub struct QuantizedRows {
+    bytes: Vec<u8>,
+    row_bytes: usize,
+}
+
+impl QuantizedRows {
+    /// Quantizes every row of `x` (whose width the caller has checked) on the pool.
+    pub fn new(pool: &ThreadPool, kernel: &DotKernel, x: &HostTensor) -> QuantizedRows {
+        let n = x.n_tokens();
+        let row_bytes = kernel.act_row_bytes(x.width());
+        let mut bytes = vec![0u8; n * row_bytes];
+        if n == 1 {
+            kernel.quantize_unchecked(x.row(0), &mut bytes);
+        } else {
+            let out = SharedOut::new(&mut bytes);
+            pool.run(&|i| {
+                for t in split(n, i, pool.n_threads(), 1) {
+                    // SAFETY: each row belongs to exactly one thread.
+                    let dst = unsafe { out.slice(t * row_bytes, row_bytes) };
+                    kernel.quantize_unchecked(x.row(t), dst);
+                }
+            });
+        }
+        QuantizedRows { bytes, row_bytes }
+    }
+
+    fn rows(&self, range: std::ops::Range<usize>) -> &[u8] {
+        &self.bytes[range.start * self.row_bytes..range.end * self.row_bytes]
+    }
+}
+
+/// `x · Wᵀ`: `out[t][j] = W_j · x_t`. The caller has checked that `x` is `W.row_len()` wide.
+pub fn matmul(pool: &ThreadPool, x: &HostTensor, w: &Matrix) -> HostTensor {
+    let acts = QuantizedRows::new(pool, &w.kernel, x);
+    let (n, m) = (x.n_tokens(), w.tensor.n_rows());
+    let mut out = vec![0.0f32; n * m];
+    let shared = SharedOut::new(&mut out);
+    let tokens_per_block = (ACT_BLOCK_BYTES / acts.row_bytes.max(1)).clamp(1, n.max(1));
+    pool.run(&|i| {
+        let rows = split(m, i, pool.n_threads(), ROW_ALIGN);
+        if n == 1 {
+            // SAFETY: output element j of the one token belongs to the thread owning row j.
+            let out = unsafe { shared.slice(rows.start, rows.len()) };
+            for (o, j) in out.iter_mut().zip(rows) {
+                *o = w.kernel.dot_unchecked(w.tensor.row_bytes(j), &acts.bytes);
+            }
+            return;
+        }
+        let mut column = vec![0.0f32; tokens_per_block];
+        for t0 in (0..n).step_by(tokens_per_block) {
+            let tokens = t0..(t0 + tokens_per_block).min(n);
+            let block = acts.rows(tokens.clone());
+            let column = &mut column[..tokens.len()];
+            for row_block in (rows.start..rows.end).step_by(ROW_BLOCK) {
+                for j in row_block..(row_block + ROW_BLOCK).min(rows.end) {
+                    w.kernel
+                        .dot_many_unchecked(w.tensor.row_bytes(j), block, column);
+                    for (t, &value) in tokens.clone().zip(column.iter()) {
+                        // SAFETY: column j belongs to the thread owning row j.
+                        unsafe { shared.write(t * m + j, value) };
+                    }
+                }
+            }
+        }
+    });
+    HostTensor::new(n, m, out)
+}

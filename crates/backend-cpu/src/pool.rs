@@ -1,0 +1,224 @@
+//! A persistent pool of worker threads for the backend's ops.
+//!
+//! An op runs one job on every thread at once, the caller's thread included: `job(i)` for each
+//! thread index `i`, each job deciding from its index which rows it owns. Workers wait for the
+//! next job by spinning briefly and then sleeping, so that back-to-back ops of a forward pass
+//! (hundreds per token) start in well under a microsecond, while an idle pool costs nothing.
+//! Jobs never depend on the thread count for their arithmetic: how rows are split only decides
+//! who computes them.
+
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How long an idle worker spins before it sleeps.
+const SPIN_TIME: Duration = Duration::from_millis(2);
+
+type Job<'a> = dyn Fn(usize) + Sync + 'a;
+
+struct Shared {
+    /// Bumped once per job; workers start a job when they see it change.
+    epoch: AtomicUsize,
+    /// Workers still running the current job.
+    running: AtomicUsize,
+    /// The current job, lifetime erased: valid while `running > 0` for the epoch it was set in.
+    job: Mutex<Option<&'static Job<'static>>>,
+    /// A worker's job panicked; the caller re-raises it.
+    panicked: AtomicBool,
+    sleep: Mutex<()>,
+    wake: Condvar,
+    shutdown: AtomicBool,
+}
+
+pub struct ThreadPool {
+    shared: Arc<Shared>,
+    workers: Vec<JoinHandle<()>>,
+    /// One job at a time: the backend may be shared between threads.
+    dispatch: Mutex<()>,
+}
+
+impl ThreadPool {
+    /// A pool of `n_threads` threads in all: the caller's and `n_threads − 1` workers.
+    pub fn new(n_threads: usize) -> std::io::Result<ThreadPool> {
+        let shared = Arc::new(Shared {
+            epoch: AtomicUsize::new(0),
+            running: AtomicUsize::new(0),
+            job: Mutex::new(None),
+            panicked: AtomicBool::new(false),
+            sleep: Mutex::new(()),
+            wake: Condvar::new(),
+            shutdown: AtomicBool::new(false),
+        });
+        let workers = (1..n_threads.max(1))
+            .map(|index| {
+                let shared = Arc::clone(&shared);
+                std::thread::Builder::new()
+                    .name(format!("plumb-cpu-{index}"))
+                    .spawn(move || worker(&shared, index))
+            })
+            .collect::<std::io::Result<Vec<_>>>()?;
+        Ok(ThreadPool {
+            shared,
+            workers,
+            dispatch: Mutex::new(()),
+        })
+    }
+
+    pub fn n_threads(&self) -> usize {
+        self.workers.len() + 1
+    }
+
+    /// Runs `job(i)` on every thread `i` of the pool and returns when all have finished.
+    pub fn run(&self, job: &(dyn Fn(usize) + Sync)) {
+        if self.workers.is_empty() {
+            job(0);
+            return;
+        }
+        let _one_at_a_time = self.dispatch.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: the reference is only used by workers between the epoch bump below and their
+        // decrement of `running`, and this function does not return before `running` is 0.
+        let erased: &'static Job<'static> = unsafe { std::mem::transmute(job) };
+        *self.shared.job.lock().unwrap_or_else(|e| e.into_inner()) = Some(erased);
+        self.shared
+            .running
+            .store(self.workers.len(), Ordering::SeqCst);
+        {
+            let _guard = self.shared.sleep.lock().unwrap_or_else(|e| e.into_inner());
+            self.shared.epoch.fetch_add(1, Ordering::SeqCst);
+        }
+        self.shared.wake.notify_all();
+
+        let mine = catch_unwind(AssertUnwindSafe(|| job(0)));
+        while self.shared.running.load(Ordering::Acquire) != 0 {
+            std::hint::spin_loop();
+        }
+        *self.shared.job.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        if let Err(panic) = mine {
+            resume_unwind(panic);
+        }
+        if self.shared.panicked.swap(false, Ordering::SeqCst) {
+            panic!("a thread of the CPU backend's pool panicked");
+        }
+    }
+}
+
+fn worker(shared: &Shared, index: usize) {
+    let mut seen = 0;
+    loop {
+        let spin_start = Instant::now();
+        let mut spins = 0u32;
+        loop {
+            if shared.shutdown.load(Ordering::Acquire) {
+                return;
+            }
+            if shared.epoch.load(Ordering::Acquire) != seen {
+                break;
+            }
+            spins += 1;
+            if spins.is_multiple_of(1024) && spin_start.elapsed() > SPIN_TIME {
+                let guard = shared.sleep.lock().unwrap_or_else(|e| e.into_inner());
+                if shared.epoch.load(Ordering::Acquire) == seen
+                    && !shared.shutdown.load(Ordering::Acquire)
+                {
+                    drop(shared.wake.wait(guard));
+                }
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        seen = shared.epoch.load(Ordering::Acquire);
+        let job = *shared.job.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(job) = job {
+            if catch_unwind(AssertUnwindSafe(|| job(index))).is_err() {
+                shared.panicked.store(true, Ordering::SeqCst);
+            }
+        }
+        shared.running.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Drop for ThreadPool {
+    fn drop(&mut self) {
+        {
+            let _guard = self.shared.sleep.lock().unwrap_or_else(|e| e.into_inner());
+            self.shared.shutdown.store(true, Ordering::SeqCst);
+        }
+        self.shared.wake.notify_all();
+        for worker in self.workers.drain(..) {
+            let _ = worker.join();
+        }
+    }
+}
+
+/// The part of `0..n` that thread `index` of `n_threads` owns, in whole multiples of `align`
+/// (the last part takes the remainder).
+pub fn split(n: usize, index: usize, n_threads: usize, align: usize) -> std::ops::Range<usize> {
+    let units = n.div_ceil(align);
+    let start = (units * index / n_threads * align).min(n);
+    let end = (units * (index + 1) / n_threads * align).min(n);
+    start..end
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_thread_runs_each_job_once() {
+        let pool = ThreadPool::new(3).unwrap();
+        for _ in 0..1000 {
+            let hits: Vec<AtomicUsize> = (0..3).map(|_| AtomicUsize::new(0)).collect();
+            pool.run(&|i| {
+                hits[i].fetch_add(1, Ordering::Relaxed);
+            });
+            assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
+        }
+    }
+
+    #[test]
+    fn sleeping_workers_wake_for_the_next_job() {
+        let pool = ThreadPool::new(2).unwrap();
+        std::thread::sleep(SPIN_TIME * 5);
+        let hits = AtomicUsize::new(0);
+        pool.run(&|_| {
+            hits.fetch_add(1, Ordering::Relaxed);
+        });
+        assert_eq!(hits.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn a_panicking_job_panics_the_caller_and_the_pool_survives() {
+        let pool = ThreadPool::new(2).unwrap();
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            pool.run(&|i| {
+                if i == 1 {
+                    panic!("worker fails");
+                }
+            })
+        }));
+        assert!(result.is_err());
+        let hits = AtomicUsize::new(0);
+        pool.run(&|_| {
+            hits.fetch_add(1, Ordering::Relaxed);
+        });
+        assert_eq!(hits.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn split_covers_everything_once_in_aligned_parts() {
+        for n in [0, 1, 7, 16, 100, 4864] {
+            for threads in 1..=5 {
+                let mut next = 0;
+                for i in 0..threads {
+                    let r = split(n, i, threads, 4);
+                    assert_eq!(r.start, next);
+                    assert!(r.start % 4 == 0 || r.start == n);
+                    next = r.end;
+                }
+                assert_eq!(next, n);
+            }
+        }
+    }
+}

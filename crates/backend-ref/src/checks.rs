@@ -1,0 +1,155 @@
+//! The argument checks every host backend makes before an op, so that a bad shape gives an
+//! error naming the backend, the op and the problem instead of a panic inside a kernel.
+
+use plumb_ggml::KernelError;
+use plumb_model::{Activations, AttentionStep, LayerKv, ModelError, Result, Rope};
+
+use crate::HostTensor;
+
+/// Checks on behalf of one backend, whose name goes into every error.
+#[derive(Debug, Clone, Copy)]
+pub struct Checks {
+    pub backend: &'static str,
+}
+
+impl Checks {
+    pub fn error(&self, op: &'static str, message: impl Into<String>) -> ModelError {
+        ModelError::Backend {
+            backend: self.backend,
+            op,
+            message: message.into(),
+        }
+    }
+
+    pub fn kernel_error(&self, op: &'static str) -> impl Fn(KernelError) -> ModelError + '_ {
+        move |e| self.error(op, e.to_string())
+    }
+
+    /// Fails unless `x` is `expected` wide.
+    pub fn width(
+        &self,
+        op: &'static str,
+        x: &HostTensor,
+        expected: usize,
+        what: &str,
+    ) -> Result<()> {
+        if x.width() != expected {
+            return Err(self.error(
+                op,
+                format!("input is {} wide, {what} needs {expected}", x.width()),
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn same_shape(&self, op: &'static str, a: &HostTensor, b: &HostTensor) -> Result<()> {
+        if (a.n_tokens(), a.width()) != (b.n_tokens(), b.width()) {
+            return Err(self.error(
+                op,
+                format!(
+                    "shapes differ: [{} × {}] and [{} × {}]",
+                    a.n_tokens(),
+                    a.width(),
+                    b.n_tokens(),
+                    b.width()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn embed_ids(&self, table: &str, n_rows: usize, tokens: &[u32]) -> Result<()> {
+        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= n_rows) {
+            return Err(self.error("embed", format!("token {bad} is not a row of {table:?}")));
+        }
+        Ok(())
+    }
+
+    pub fn norm_groups(&self, x: &HostTensor, weight_len: usize) -> Result<()> {
+        if weight_len == 0 || !x.width().is_multiple_of(weight_len) {
+            return Err(self.error(
+                "rms_norm",
+                format!(
+                    "rows of {} do not split into groups of {weight_len}",
+                    x.width()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn rope(
+        &self,
+        x: &HostTensor,
+        head_dim: usize,
+        positions: &[usize],
+        rope: &Rope,
+    ) -> Result<()> {
+        if head_dim == 0 || !x.width().is_multiple_of(head_dim) || rope.n_rot > head_dim {
+            return Err(self.error(
+                "rope",
+                format!(
+                    "rows of {} are not whole heads of {head_dim} with {} rotated dimensions",
+                    x.width(),
+                    rope.n_rot
+                ),
+            ));
+        }
+        if positions.len() != x.n_tokens() {
+            return Err(self.error(
+                "rope",
+                format!("{} positions for {} tokens", positions.len(), x.n_tokens()),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks an attention step against the cache's layers.
+    pub fn attention(
+        &self,
+        q: &HostTensor,
+        k: &HostTensor,
+        v: &HostTensor,
+        layers: &[&LayerKv],
+        step: &AttentionStep<'_>,
+    ) -> Result<()> {
+        let Some(shape) = layers.get(step.layer) else {
+            return Err(self.error(
+                "attention",
+                format!("layer {} of a {}-layer cache", step.layer, layers.len()),
+            ));
+        };
+        if step.n_head == 0 || !step.n_head.is_multiple_of(shape.n_head_kv) {
+            return Err(self.error(
+                "attention",
+                format!(
+                    "{} query heads cannot share {} KV heads",
+                    step.n_head, shape.n_head_kv
+                ),
+            ));
+        }
+        self.width("attention", q, step.n_head * shape.head_dim_k, "Q")?;
+        self.width("attention", k, shape.k_width(), "K")?;
+        self.width("attention", v, shape.v_width(), "V")?;
+        let n = q.n_tokens();
+        if k.n_tokens() != n || v.n_tokens() != n || step.tokens.len() != n {
+            return Err(self.error(
+                "attention",
+                format!(
+                    "Q, K, V and the batch have {n}, {}, {} and {} tokens",
+                    k.n_tokens(),
+                    v.n_tokens(),
+                    step.tokens.len()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn rows(&self, x: &HostTensor, rows: &[usize]) -> Result<()> {
+        if let Some(&bad) = rows.iter().find(|&&r| r >= x.n_tokens()) {
+            return Err(self.error("select_rows", format!("row {bad} of {}", x.n_tokens())));
+        }
+        Ok(())
+    }
+}
