@@ -214,7 +214,7 @@ mod tests {
                 for i in 0..threads {
                     let r = split(n, i, threads, 4);
                     assert_eq!(r.start, next);
-                    assert!(r.start % 4 == 0 || r.start == n);
+                    assert!(r.start.is_multiple_of(4) || r.start == n);
                     next = r.end;
                 }
                 assert_eq!(next, n);
