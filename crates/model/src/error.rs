@@ -48,6 +48,12 @@ pub enum ModelError {
         n_ctx: usize,
         requested: usize,
     },
+    #[error("cannot cut sequence {seq} back to {len} positions: {reason}")]
+    Truncate {
+        seq: usize,
+        len: usize,
+        reason: String,
+    },
     #[error("{backend} backend, {op}: {message}")]
     Backend {
         backend: &'static str,

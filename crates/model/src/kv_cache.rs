@@ -132,6 +132,27 @@ impl<B: Backend> KvCache<B> {
         self.lens[seq] = 0;
     }
 
+    /// Keeps only the first `len` positions of sequence `seq`, so that it continues at `len`:
+    /// a prompt that shares a prefix with what the cache holds evaluates only the rest.
+    ///
+    /// A sliding-window layer holds a ring of recent positions only. When the ring no longer
+    /// holds the positions a token at `len` must see, this fails and changes nothing; clear
+    /// the sequence and evaluate it again from the start.
+    pub fn truncate(&mut self, seq: usize, len: usize) -> Result<()> {
+        let Some(&held) = self.lens.get(seq) else {
+            return Err(ModelError::Truncate {
+                seq,
+                len,
+                reason: format!("the cache holds sequences 0..{}", self.layout.n_seq),
+            });
+        };
+        check_truncate(&self.layout.layers, held, len).map_err(|reason| {
+            ModelError::Truncate { seq, len, reason }
+        })?;
+        self.lens[seq] = len;
+        Ok(())
+    }
+
     /// Checks that a batch can run against this cache: sequence ids in range, each sequence's
     /// positions continuing where it left off, and room for them.
     pub(crate) fn check(&self, tokens: &[TokenPos]) -> Result<()> {
@@ -187,6 +208,25 @@ impl<B: Backend> KvCache<B> {
     }
 }
 
+/// Why a sequence holding `held` positions cannot continue at `len`, if it cannot.
+fn check_truncate(layers: &[LayerKv], held: usize, len: usize) -> Result<(), String> {
+    if len > held {
+        return Err(format!("it holds only {held} positions"));
+    }
+    for (il, layer) in layers.iter().enumerate() {
+        let Some(window) = layer.window else { continue };
+        let oldest_held = held.saturating_sub(layer.capacity);
+        let oldest_needed = (len + 1).saturating_sub(window);
+        if oldest_needed < oldest_held {
+            return Err(format!(
+                "layer {il} has a sliding window of {window}, and its ring holds only \
+                 positions {oldest_held}..{held}"
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -216,5 +256,20 @@ mod tests {
         assert_eq!(global.visible(25), 0..26);
         let tiny = LayerKv::new(1, 4, 4, Some(512), &CONFIG);
         assert_eq!(tiny.capacity, 100);
+    }
+
+    #[test]
+    fn truncation_keeps_what_a_window_ring_still_holds() {
+        // Window 10, batches of 8: a ring of 17 positions.
+        let local = LayerKv::new(1, 4, 4, Some(10), &CONFIG);
+        let global = LayerKv::new(1, 4, 4, None, &CONFIG);
+        let layers = [global, local];
+        assert_eq!(check_truncate(&[global], 90, 0), Ok(()));
+        assert_eq!(check_truncate(&layers, 12, 3), Ok(()));
+        // Holding 0..40, the ring has 23..40; a token at 32 sees 23..33.
+        assert_eq!(check_truncate(&layers, 40, 32), Ok(()));
+        let err = check_truncate(&layers, 40, 31).unwrap_err();
+        assert!(err.contains("layer 1") && err.contains("23..40"), "{err}");
+        assert!(check_truncate(&layers, 40, 41).unwrap_err().contains("only 40"));
     }
 }
