@@ -146,8 +146,10 @@ impl<B: Backend> KvCache<B> {
                 reason: format!("the cache holds sequences 0..{}", self.layout.n_seq),
             });
         };
-        check_truncate(&self.layout.layers, held, len).map_err(|reason| {
-            ModelError::Truncate { seq, len, reason }
+        check_truncate(&self.layout.layers, held, len).map_err(|reason| ModelError::Truncate {
+            seq,
+            len,
+            reason,
         })?;
         self.lens[seq] = len;
         Ok(())
@@ -270,6 +272,8 @@ mod tests {
         assert_eq!(check_truncate(&layers, 40, 32), Ok(()));
         let err = check_truncate(&layers, 40, 31).unwrap_err();
         assert!(err.contains("layer 1") && err.contains("23..40"), "{err}");
-        assert!(check_truncate(&layers, 40, 41).unwrap_err().contains("only 40"));
+        assert!(check_truncate(&layers, 40, 41)
+            .unwrap_err()
+            .contains("only 40"));
     }
 }
