@@ -136,7 +136,9 @@ pub fn gated_activation(
 /// `e^x`, with the argument clamped to ±87: `wide`'s exp returns 0 from ±88 on instead of
 /// saturating, and `e^±87` is already past what any activation needs.
 fn exp8(x: f32x8) -> f32x8 {
-    x.fast_min(f32x8::splat(87.0)).fast_max(f32x8::splat(-87.0)).exp()
+    x.fast_min(f32x8::splat(87.0))
+        .fast_max(f32x8::splat(-87.0))
+        .exp()
 }
 
 fn activate8(x: f32x8, act: Activation) -> f32x8 {

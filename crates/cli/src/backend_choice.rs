@@ -1,12 +1,15 @@
-//! The backend flags (`--backend`, `--threads`), and running generic code on the backend they
-//! choose.
+//! The backend flags (`--backend`, `--threads`, `--cache-type`), and running generic code on
+//! the backend they choose.
 
+use plumb_backend_cpu::{CpuBackend, KvCacheType};
 use plumb_backend_ref::RefBackend;
 use plumb_model::Backend;
 
 /// A backend plumb can run on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum BackendChoice {
+    /// The fast CPU backend: integer SIMD kernels on the quantized weights, all cores
+    Cpu,
     /// The f32 reference: plain, obviously correct, the yardstick for every other backend
     Ref,
 }
@@ -14,6 +17,7 @@ pub enum BackendChoice {
 impl BackendChoice {
     pub fn name(self) -> &'static str {
         match self {
+            BackendChoice::Cpu => "cpu",
             BackendChoice::Ref => "ref",
         }
     }
@@ -23,11 +27,20 @@ impl BackendChoice {
 #[derive(clap::Args, Debug, Clone)]
 pub struct BackendArgs {
     /// The backend that runs the model
-    #[arg(long, value_enum, default_value_t = BackendChoice::Ref)]
+    #[arg(long, value_enum, default_value_t = BackendChoice::Cpu)]
     pub backend: BackendChoice,
-    /// Threads for the CPU backends [default: all cores]
+    /// Threads for the CPU backend [default: all cores]
     #[arg(short = 't', long)]
     pub threads: Option<usize>,
+    /// How the cpu backend stores the KV cache: f32, f16 or q8_0 [default: f16; the ref
+    /// backend always uses f32]
+    #[arg(long, value_name = "TYPE", value_parser = parse_cache_type)]
+    pub cache_type: Option<KvCacheType>,
+}
+
+fn parse_cache_type(name: &str) -> Result<KvCacheType, String> {
+    KvCacheType::parse(name)
+        .ok_or_else(|| format!("unknown cache type {name:?}; use f32, f16 or q8_0"))
 }
 
 /// Code that runs with whichever backend the flags chose: the command's body, generic over
@@ -38,6 +51,15 @@ pub trait WithBackend {
 }
 
 impl BackendArgs {
+    /// The flags for `backend` with every other setting at its default.
+    pub fn with_backend(backend: BackendChoice) -> Self {
+        BackendArgs {
+            backend,
+            threads: None,
+            cache_type: None,
+        }
+    }
+
     /// Threads to use: `--threads`, or every core.
     pub fn threads(&self) -> usize {
         self.threads.unwrap_or_else(|| {
@@ -51,7 +73,19 @@ impl BackendArgs {
             anyhow::bail!("--threads must be at least 1");
         }
         match self.backend {
-            BackendChoice::Ref => body.run(RefBackend::new()),
+            BackendChoice::Cpu => {
+                let cache_type = self.cache_type.unwrap_or(KvCacheType::F16);
+                body.run(CpuBackend::new(self.threads(), cache_type)?)
+            }
+            BackendChoice::Ref => {
+                if let Some(ty) = self.cache_type.filter(|&t| t != KvCacheType::F32) {
+                    anyhow::bail!(
+                        "--cache-type {}: the ref backend keeps its KV cache in f32",
+                        ty.name()
+                    );
+                }
+                body.run(RefBackend::new())
+            }
         }
     }
 }

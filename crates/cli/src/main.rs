@@ -20,6 +20,8 @@ struct Cli {
 enum Command {
     /// Show a GGUF file's architecture, metadata and tensors, or one tensor's values
     Inspect(commands::inspect::Args),
+    /// Measure prompt-processing and generation speed, as llama-bench does
+    Bench(commands::bench::Args),
     /// Download a model from the catalog or a URL into the model cache
     Pull(commands::pull::Args),
     /// Tokenize text with a model's tokenizer and print ids and pieces
@@ -48,6 +50,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Diff(args) => return commands::diff::run(args),
         Command::Verify(args) => return commands::verify::run(args),
+        Command::Bench(args) => commands::bench::run(args),
         Command::Inspect(args) => commands::inspect::run(args),
         Command::Trace(args) => commands::trace::run(args),
         Command::Perplexity(args) => commands::perplexity::run(args),

@@ -265,6 +265,64 @@ impl Scorecard {
     }
 }
 
+/// Scores any forward pass on one golden prompt. The prompt and llama.cpp's firm greedy
+/// tokens are fed in one teacher-forced run, in chunks of `chunk` tokens: the greedy
+/// continuation matches up to step s exactly when the argmax after the prompt and the first s
+/// greedy tokens is greedy token s, for every s. `eval` runs one chunk, continuing the
+/// sequence, and returns each token's logits.
+pub fn score_teacher_forced(
+    prompt: &GoldenPrompt,
+    chunk: usize,
+    mut eval: impl FnMut(&[u32]) -> Vec<Vec<f32>>,
+) -> Scorecard {
+    let firm = prompt.firm_greedy();
+    let n_prompt = prompt.tokens.len();
+    // The last firm token's own logits are not compared, so it need not be fed.
+    let fed: Vec<u32> = prompt
+        .tokens
+        .iter()
+        .chain(firm.iter().take(firm.len().saturating_sub(1)))
+        .copied()
+        .collect();
+    let mut card = Scorecard::new(prompt);
+    for (c, tokens) in fed.chunks(chunk).enumerate() {
+        for (r, row) in eval(tokens).iter().enumerate() {
+            let i = c * chunk + r;
+            if i < n_prompt {
+                card.position(prompt, i, row);
+            }
+            if i + 1 >= n_prompt && i + 1 - n_prompt < firm.len() {
+                card.greedy_step(prompt, i + 1 - n_prompt, row);
+            }
+        }
+    }
+    card
+}
+
+/// Scores every prompt of `golden` with `score`, prints each scorecard as a table row, and
+/// fails the test, listing every failing prompt, unless all pass.
+pub fn check_every_prompt(
+    name: &str,
+    golden: &GoldenLogits,
+    mut score: impl FnMut(&GoldenPrompt) -> Scorecard,
+) {
+    let mut failures = Vec::new();
+    for prompt in &golden.prompts {
+        let start = std::time::Instant::now();
+        let card = score(prompt);
+        eprintln!("{name:<18} {card} {:.1}s", start.elapsed().as_secs_f64());
+        if let Err(failure) = card.check() {
+            failures.push(failure);
+        }
+    }
+    assert!(failures.is_empty(), "{name}: {}", failures.join("\n"));
+}
+
+/// The total length `score_teacher_forced` feeds for `prompt`: the context a run needs.
+pub fn teacher_forced_len(prompt: &GoldenPrompt) -> usize {
+    prompt.tokens.len() + prompt.firm_greedy().len().saturating_sub(1)
+}
+
 impl fmt::Display for Scorecard {
     /// One table row: prompt, positions, mean and max KL, top-1 misses (all / firm), greedy.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -1,5 +1,6 @@
 //! One module per subcommand: its arguments and its `run`.
 
+pub mod bench;
 pub mod diff;
 pub mod inspect;
 pub mod perplexity;

@@ -6,12 +6,13 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
-use plumb_backend_ref::RefBackend;
-use plumb_model::{KvConfig, LogitsFor, Model};
+use plumb_model::{Backend, KvConfig, LogitsFor, Model};
 use plumb_tokenizer::Tokenizer;
 use plumb_verify::{
     log_softmax, scored_positions, windows, KlStats, LogProbWriter, NllMean, SavedLogProbs,
 };
+
+use crate::backend_choice::{BackendArgs, WithBackend};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -36,15 +37,31 @@ pub struct Args {
     /// Compare with the distributions saved by an earlier --save-logits run
     #[arg(long, value_name = "FILE")]
     kl_base: Option<PathBuf>,
+    #[command(flatten)]
+    backend: BackendArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     if args.ctx < 4 {
         bail!("--ctx must be at least 4, got {}", args.ctx);
     }
+    args.backend.clone().dispatch(Perplexity(args))
+}
+
+struct Perplexity(Args);
+
+impl WithBackend for Perplexity {
+    type Output = ();
+
+    fn run<B: Backend>(self, backend: B) -> anyhow::Result<()> {
+        score(self.0, backend)
+    }
+}
+
+fn score<B: Backend>(args: Args, backend: B) -> anyhow::Result<()> {
     let path = plumb_hub::resolve_model(&args.model)?;
-    let model = Model::load(&path, RefBackend::new())
-        .with_context(|| format!("loading {}", path.display()))?;
+    let model =
+        Model::load(&path, backend).with_context(|| format!("loading {}", path.display()))?;
     let tokenizer = Tokenizer::from_gguf(model.metadata())?;
     let text = std::fs::read_to_string(&args.file)
         .with_context(|| format!("reading {}", args.file.display()))?;

@@ -5,12 +5,11 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
-use plumb_backend_ref::RefBackend;
 use plumb_model::{Backend, Batch, KvConfig, LogitsFor, Model, ObservedTensor, Observer};
 use plumb_tokenizer::Tokenizer;
 use plumb_verify::{TensorStats, Trace, TraceInfo};
 
-use crate::backend_choice::BackendChoice;
+use crate::backend_choice::{BackendArgs, WithBackend};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -30,6 +29,8 @@ pub struct Args {
     /// Print statistics of each tensor instead of (or besides, with -o) writing them
     #[arg(long)]
     stats: bool,
+    #[command(flatten)]
+    backend: BackendArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -44,7 +45,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .collect()
         })
         .unwrap_or_default();
-    let trace = record(&path, BackendChoice::Ref, &args.prompt, &patterns)?;
+    let trace = record(&path, &args.backend, &args.prompt, &patterns)?;
     if trace.tensors.is_empty() {
         bail!(
             "no tensor name matches {:?}",
@@ -79,52 +80,64 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 /// match `patterns` (all of them when there is none).
 pub(crate) fn record(
     path: &Path,
-    backend: BackendChoice,
+    backend: &BackendArgs,
     prompt: &str,
     patterns: &[&str],
 ) -> anyhow::Result<Trace> {
-    match backend {
-        BackendChoice::Ref => record_on(path, RefBackend::new(), backend, prompt, patterns),
-    }
+    backend.dispatch(Recording {
+        path,
+        prompt,
+        patterns,
+    })
 }
 
-fn record_on<B: Backend>(
-    path: &Path,
-    backend: B,
-    choice: BackendChoice,
-    prompt: &str,
-    patterns: &[&str],
-) -> anyhow::Result<Trace> {
-    let model =
-        Model::load(path, backend).with_context(|| format!("loading {}", path.display()))?;
-    let tokenizer = Tokenizer::from_gguf(model.metadata())?;
-    let tokens = tokenizer.encode(prompt, true, false)?;
-    if tokens.is_empty() {
-        bail!("the prompt gives no tokens");
+struct Recording<'a> {
+    path: &'a Path,
+    prompt: &'a str,
+    patterns: &'a [&'a str],
+}
+
+impl WithBackend for Recording<'_> {
+    type Output = Trace;
+
+    fn run<B: Backend>(self, backend: B) -> anyhow::Result<Trace> {
+        let Recording {
+            path,
+            prompt,
+            patterns,
+        } = self;
+        let name = backend.name();
+        let model =
+            Model::load(path, backend).with_context(|| format!("loading {}", path.display()))?;
+        let tokenizer = Tokenizer::from_gguf(model.metadata())?;
+        let tokens = tokenizer.encode(prompt, true, false)?;
+        if tokens.is_empty() {
+            bail!("the prompt gives no tokens");
+        }
+        let mut recorder = Filtered {
+            patterns,
+            tensors: Vec::new(),
+        };
+        let mut cache = model.new_kv_cache(KvConfig {
+            n_ctx: tokens.len(),
+            n_seq: 1,
+            max_batch: tokens.len(),
+        })?;
+        let batch = Batch::sequence(0, 0, &tokens, LogitsFor::All);
+        model.forward_observed(&batch, &mut cache, &mut recorder)?;
+        Ok(Trace {
+            info: TraceInfo {
+                model_file: path.file_name().map(|f| f.to_string_lossy().into_owned()),
+                model_sha256: None,
+                prompt: Some(prompt.to_owned()),
+                backend: Some(name.to_owned()),
+                plumb_version: Some(env!("CARGO_PKG_VERSION").into()),
+                reference: None,
+            },
+            tokens: tokens.iter().map(|&t| t as i32).collect(),
+            tensors: recorder.tensors,
+        })
     }
-    let mut recorder = Filtered {
-        patterns,
-        tensors: Vec::new(),
-    };
-    let mut cache = model.new_kv_cache(KvConfig {
-        n_ctx: tokens.len(),
-        n_seq: 1,
-        max_batch: tokens.len(),
-    })?;
-    let batch = Batch::sequence(0, 0, &tokens, LogitsFor::All);
-    model.forward_observed(&batch, &mut cache, &mut recorder)?;
-    Ok(Trace {
-        info: TraceInfo {
-            model_file: path.file_name().map(|f| f.to_string_lossy().into_owned()),
-            model_sha256: None,
-            prompt: Some(prompt.to_owned()),
-            backend: Some(choice.name().to_owned()),
-            plumb_version: Some(env!("CARGO_PKG_VERSION").into()),
-            reference: None,
-        },
-        tokens: tokens.iter().map(|&t| t as i32).collect(),
-        tensors: recorder.tensors,
-    })
 }
 
 /// Keeps the tensors whose names match any pattern (all of them when there is none).

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use plumb_verify::{diff, op_that_produced, Tolerance};
 
-use crate::backend_choice::BackendChoice;
+use crate::backend_choice::{BackendArgs, BackendChoice};
 use crate::commands::diff::report_text;
 use crate::commands::trace::record;
 
@@ -19,6 +19,9 @@ pub struct Args {
     /// The backend to check against the reference
     #[arg(long, value_enum)]
     backend: BackendChoice,
+    /// Threads for the CPU backend [default: all cores]
+    #[arg(short = 't', long)]
+    threads: Option<usize>,
     /// The prompt to run
     #[arg(short, long, default_value = "The capital of France is")]
     prompt: String,
@@ -30,8 +33,17 @@ pub struct Args {
 pub fn run(args: Args) -> ExitCode {
     let result = (|| -> anyhow::Result<bool> {
         let path = plumb_hub::resolve_model(&args.model)?;
-        let reference = record(&path, BackendChoice::Ref, &args.prompt, &[])?;
-        let candidate = record(&path, args.backend, &args.prompt, &[])?;
+        let reference = record(
+            &path,
+            &BackendArgs::with_backend(BackendChoice::Ref),
+            &args.prompt,
+            &[],
+        )?;
+        let candidate = BackendArgs {
+            threads: args.threads,
+            ..BackendArgs::with_backend(args.backend)
+        };
+        let candidate = record(&path, &candidate, &args.prompt, &[])?;
         let mut tolerance = Tolerance::SAME_ENGINE;
         if let Some(t) = args.tolerance {
             tolerance.max_rel_rms = t;

@@ -1,0 +1,318 @@
+//! `plumb bench`: prompt-processing and generation speed, measured and printed the way
+//! llama-bench does it, so the two can be compared line by line.
+//!
+//! `ppN` evaluates N prompt tokens from an empty context in batches of `--batch-size`, with
+//! logits for the last one only; `tgN` generates N tokens one forward pass at a time from an
+//! empty context. Each test runs once to warm up, then `--repetitions` times; the rate is the
+//! mean of the repetitions' tokens per second, ± their standard deviation. The tokens are
+//! arbitrary but fixed, as llama-bench's are, since speed does not depend on them.
+
+use std::time::Instant;
+
+use anyhow::Context;
+use plumb_backend_cpu::KvCacheType;
+use plumb_gguf::GgufFile;
+use plumb_model::{Backend, KvConfig, LogitsFor, Model};
+use serde_json::json;
+
+use crate::backend_choice::{BackendArgs, BackendChoice, WithBackend};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// GGUF file, or a catalog model name (pulled on first use)
+    #[arg(short, long)]
+    model: String,
+    /// Prompt lengths to test, comma-separated (0 skips prompt processing)
+    #[arg(
+        short = 'p',
+        long = "n-prompt",
+        value_delimiter = ',',
+        default_value = "512"
+    )]
+    n_prompt: Vec<usize>,
+    /// Generation lengths to test, comma-separated (0 skips generation)
+    #[arg(
+        short = 'n',
+        long = "n-gen",
+        value_delimiter = ',',
+        default_value = "128"
+    )]
+    n_gen: Vec<usize>,
+    /// Repetitions of each test
+    #[arg(short = 'r', long, default_value_t = 5)]
+    repetitions: usize,
+    /// Thread counts to test, comma-separated [default: all cores]
+    #[arg(short = 't', long, value_delimiter = ',')]
+    threads: Vec<usize>,
+    /// The backend to measure
+    #[arg(long, value_enum, default_value_t = BackendChoice::Cpu)]
+    backend: BackendChoice,
+    /// KV cache type for the cpu backend: f32, f16 or q8_0 [default: f16]
+    #[arg(long, value_name = "TYPE", value_parser = parse_cache_type)]
+    cache_type: Option<KvCacheType>,
+    /// Prompt tokens per forward pass
+    #[arg(short = 'b', long = "batch-size", default_value_t = 512)]
+    batch_size: usize,
+    /// Print JSON instead of a table
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_cache_type(name: &str) -> Result<KvCacheType, String> {
+    KvCacheType::parse(name)
+        .ok_or_else(|| format!("unknown cache type {name:?}; use f32, f16 or q8_0"))
+}
+
+/// One measured test.
+struct Sample {
+    test: String,
+    n_prompt: usize,
+    n_gen: usize,
+    threads: usize,
+    rates: Vec<f64>,
+}
+
+impl Sample {
+    fn mean(&self) -> f64 {
+        self.rates.iter().sum::<f64>() / self.rates.len() as f64
+    }
+
+    fn stddev(&self) -> f64 {
+        if self.rates.len() < 2 {
+            return 0.0;
+        }
+        let mean = self.mean();
+        let var = self.rates.iter().map(|r| (r - mean).powi(2)).sum::<f64>()
+            / (self.rates.len() - 1) as f64;
+        var.sqrt()
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.repetitions == 0 {
+        anyhow::bail!("--repetitions must be at least 1");
+    }
+    if args.batch_size == 0 {
+        anyhow::bail!("--batch-size must be at least 1");
+    }
+    let path = plumb_hub::resolve_model(&args.model)?;
+    let file = GgufFile::open(&path).with_context(|| format!("reading {}", path.display()))?;
+    let description = ModelDescription::of(&file);
+    let thread_counts = if args.threads.is_empty() {
+        vec![BackendArgs::with_backend(args.backend).threads()]
+    } else {
+        args.threads.clone()
+    };
+
+    let mut samples = Vec::new();
+    for &threads in &thread_counts {
+        let backend = BackendArgs {
+            backend: args.backend,
+            threads: Some(threads),
+            cache_type: args.cache_type,
+        };
+        samples.extend(backend.dispatch(Measure {
+            path: &path,
+            args: &args,
+            threads,
+        })?);
+    }
+    let peak_rss = peak_rss_bytes();
+    let backend_label = match (args.backend, args.cache_type) {
+        (BackendChoice::Cpu, ty) => format!("cpu ({})", ty.unwrap_or(KvCacheType::F16).name()),
+        (choice, _) => choice.name().to_owned(),
+    };
+
+    if args.json {
+        let rows: Vec<_> = samples
+            .iter()
+            .map(|s| {
+                json!({
+                    "model_filename": path.display().to_string(),
+                    "model_type": description.label,
+                    "model_size": description.size_bytes,
+                    "model_n_params": description.n_params,
+                    "backend": backend_label,
+                    "n_threads": s.threads,
+                    "n_prompt": s.n_prompt,
+                    "n_gen": s.n_gen,
+                    "test": s.test,
+                    "avg_ts": s.mean(),
+                    "stddev_ts": s.stddev(),
+                    "samples_ts": s.rates,
+                    "peak_rss_bytes": peak_rss,
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(());
+    }
+    println!(
+        "| {:<30} | {:>10} | {:>10} | {:<10} | {:>7} | {:>8} | {:>20} |",
+        "model", "size", "params", "backend", "threads", "test", "t/s"
+    );
+    println!(
+        "| {:-<30} | {:->10} | {:->10} | {:-<10} | {:->7} | {:->8} | {:->20} |",
+        "", "", "", "", "", "", ""
+    );
+    for s in &samples {
+        println!(
+            "| {:<30} | {:>10} | {:>10} | {:<10} | {:>7} | {:>8} | {:>20} |",
+            description.label,
+            format!(
+                "{:.2} MiB",
+                description.size_bytes as f64 / (1 << 20) as f64
+            ),
+            format_params(description.n_params),
+            backend_label,
+            s.threads,
+            s.test,
+            format!("{:.2} ± {:.2}", s.mean(), s.stddev()),
+        );
+    }
+    match peak_rss {
+        Some(bytes) => println!("\npeak RSS: {:.1} MiB", bytes as f64 / (1 << 20) as f64),
+        None => println!("\npeak RSS: not available on this system"),
+    }
+    Ok(())
+}
+
+struct Measure<'a> {
+    path: &'a std::path::Path,
+    args: &'a Args,
+    threads: usize,
+}
+
+impl WithBackend for Measure<'_> {
+    type Output = Vec<Sample>;
+
+    fn run<B: Backend>(self, backend: B) -> anyhow::Result<Vec<Sample>> {
+        let args = self.args;
+        let model = Model::load(self.path, backend)
+            .with_context(|| format!("loading {}", self.path.display()))?;
+        let n_vocab = model.hparams().n_vocab as u32;
+        let longest = args
+            .n_prompt
+            .iter()
+            .chain(&args.n_gen)
+            .copied()
+            .max()
+            .unwrap_or(0);
+        let mut cache = model.new_kv_cache(KvConfig {
+            n_ctx: longest.max(1),
+            n_seq: 1,
+            max_batch: args.batch_size.min(longest).max(1),
+        })?;
+        // Fixed, arbitrary tokens spread over the vocabulary.
+        let token = |i: usize| ((i as u64 * 2_654_435_761) % u64::from(n_vocab)) as u32;
+        let mut samples = Vec::new();
+        for &n in args.n_prompt.iter().filter(|&&n| n > 0) {
+            let tokens: Vec<u32> = (0..n).map(token).collect();
+            let rates = repeat(args.repetitions, || {
+                cache.clear_seq(0);
+                let start = Instant::now();
+                model.eval(&mut cache, 0, &tokens, LogitsFor::Last)?;
+                Ok(n as f64 / start.elapsed().as_secs_f64())
+            })?;
+            samples.push(Sample {
+                test: format!("pp{n}"),
+                n_prompt: n,
+                n_gen: 0,
+                threads: self.threads,
+                rates,
+            });
+        }
+        for &n in args.n_gen.iter().filter(|&&n| n > 0) {
+            let rates = repeat(args.repetitions, || {
+                cache.clear_seq(0);
+                let start = Instant::now();
+                for i in 0..n {
+                    model.eval(&mut cache, 0, &[token(i)], LogitsFor::Last)?;
+                }
+                Ok(n as f64 / start.elapsed().as_secs_f64())
+            })?;
+            samples.push(Sample {
+                test: format!("tg{n}"),
+                n_prompt: 0,
+                n_gen: n,
+                threads: self.threads,
+                rates,
+            });
+        }
+        Ok(samples)
+    }
+}
+
+/// One warm-up run, then `n` measured ones.
+fn repeat(n: usize, mut run: impl FnMut() -> anyhow::Result<f64>) -> anyhow::Result<Vec<f64>> {
+    run()?;
+    (0..n).map(|_| run()).collect()
+}
+
+/// What the table says about the model, as llama-bench's columns do.
+struct ModelDescription {
+    label: String,
+    size_bytes: u64,
+    n_params: u64,
+}
+
+impl ModelDescription {
+    fn of(file: &GgufFile) -> Self {
+        let size_bytes = file.tensors().iter().map(|t| t.size).sum();
+        let n_params = file.tensors().iter().map(|t| t.n_elements()).sum();
+        let md = file.metadata();
+        let arch = md.get_str("general.architecture").unwrap_or("?");
+        let file_type = md
+            .get_u32("general.file_type")
+            .ok()
+            .map_or("?".to_owned(), file_type_name);
+        ModelDescription {
+            label: format!("{arch} {} {file_type}", format_params(n_params)),
+            size_bytes,
+            n_params,
+        }
+    }
+}
+
+/// `general.file_type` as llama.cpp names it.
+fn file_type_name(ftype: u32) -> String {
+    match ftype {
+        0 => "F32",
+        1 => "F16",
+        2 => "Q4_0",
+        3 => "Q4_1",
+        7 => "Q8_0",
+        8 => "Q5_0",
+        9 => "Q5_1",
+        10 => "Q2_K - Medium",
+        11 => "Q3_K - Small",
+        12 => "Q3_K - Medium",
+        13 => "Q3_K - Large",
+        14 => "Q4_K - Small",
+        15 => "Q4_K - Medium",
+        16 => "Q5_K - Small",
+        17 => "Q5_K - Medium",
+        18 => "Q6_K",
+        25 => "IQ4_NL",
+        30 => "IQ4_XS",
+        32 => "BF16",
+        other => return format!("file type {other}"),
+    }
+    .to_owned()
+}
+
+fn format_params(n: u64) -> String {
+    match n {
+        n if n >= 1_000_000_000 => format!("{:.2} B", n as f64 / 1e9),
+        n if n >= 1_000_000 => format!("{:.2} M", n as f64 / 1e6),
+        n => format!("{n}"),
+    }
+}
+
+/// The process's peak resident set size (Linux's `VmHWM`).
+fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
