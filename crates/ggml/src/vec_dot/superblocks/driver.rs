@@ -1,0 +1,86 @@
+//! The loops over super-blocks and activation rows that every instruction set's kernels
+//! share. A kernel only says how to unpack one weight super-block and how to add one
+//! activation block's products to a row's running sum; `dot` and `dot_many` here do the rest.
+//!
+//! `dot_many` unpacks each weight super-block once for [`ROWS`] activation rows at a time,
+//! keeping the rows' running sums in registers: the unpacking (nibble splitting, scale
+//! decoding) is shared, which is what makes prompt processing cheaper than a matrix-vector
+//! product per token.
+
+use super::q8_k::Q8_K_BYTES;
+
+/// Activation rows handled together by `dot_many`: enough to share the unpacking, few enough
+/// that the unpacked block and the rows' sums stay in registers.
+pub(super) const ROWS: usize = 4;
+
+/// One weight type's kernel on one instruction set.
+///
+/// # Safety
+///
+/// The methods may use instructions of the kernel's instruction set: callers must have
+/// checked that the CPU has it, and must pass exactly one block to `unpack` and
+/// `accumulate`. All functions here are `#[inline(always)]` so that they compile into the
+/// caller's `#[target_feature]` function.
+pub(super) trait BlockKernel {
+    /// Bytes of one weight super-block.
+    const BLOCK_BYTES: usize;
+    /// One weight super-block, unpacked.
+    type Unpacked;
+    /// One activation row's running sum.
+    type Acc: Copy;
+
+    unsafe fn zero() -> Self::Acc;
+    /// Unpacks `w`, exactly one super-block.
+    unsafe fn unpack(w: &[u8]) -> Self::Unpacked;
+    /// Adds `w · act` to `acc`; `act` is exactly one Q8_K block.
+    unsafe fn accumulate(w: &Self::Unpacked, act: &[u8], acc: &mut Self::Acc);
+    unsafe fn finish(acc: Self::Acc) -> f32;
+}
+
+/// `w · act` over whole rows. Lengths are taken from `w`; a short `act` gives a panic.
+///
+/// # Safety
+///
+/// As [`BlockKernel`]: the CPU must have `K`'s instruction set.
+#[inline(always)]
+pub(super) unsafe fn dot<K: BlockKernel>(w: &[u8], act: &[u8]) -> f32 {
+    let [sum] = dot_rows::<K, 1>(w, [act]);
+    sum
+}
+
+/// `out[c] = w · act_c` for the activation rows stored back to back in `acts`.
+///
+/// # Safety
+///
+/// As [`BlockKernel`]: the CPU must have `K`'s instruction set.
+#[inline(always)]
+pub(super) unsafe fn dot_many<K: BlockKernel>(w: &[u8], acts: &[u8], out: &mut [f32]) {
+    let row_bytes = w.len() / K::BLOCK_BYTES * Q8_K_BYTES;
+    if row_bytes == 0 {
+        out.fill(0.0);
+        return;
+    }
+    let mut rows = acts.chunks_exact(row_bytes);
+    let mut outs = out.chunks_exact_mut(ROWS);
+    for group in &mut outs {
+        let acts: [&[u8]; ROWS] = std::array::from_fn(|_| rows.next().expect("activation row"));
+        group.copy_from_slice(&dot_rows::<K, ROWS>(w, acts));
+    }
+    for o in outs.into_remainder() {
+        *o = dot::<K>(w, rows.next().expect("activation row"));
+    }
+}
+
+/// `w · acts[r]` for `R` rows at once, unpacking each weight super-block once.
+#[inline(always)]
+unsafe fn dot_rows<K: BlockKernel, const R: usize>(w: &[u8], acts: [&[u8]; R]) -> [f32; R] {
+    let mut accs = [K::zero(); R];
+    for (i, block) in w.chunks_exact(K::BLOCK_BYTES).enumerate() {
+        let unpacked = K::unpack(block);
+        let at = i * Q8_K_BYTES..(i + 1) * Q8_K_BYTES;
+        for (acc, act) in accs.iter_mut().zip(&acts) {
+            K::accumulate(&unpacked, &act[at.clone()], acc);
+        }
+    }
+    accs.map(|acc| K::finish(acc))
+}

@@ -1,0 +1,427 @@
+//! The super-block kernels (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS against Q8_K activations) on
+//! every instruction set this machine has:
+//! - the scalar kernel against the reference `dot_row` on the dequantized activations, to
+//!   within f32 rounding, and against `dot_row` on the f32 activations, to within the
+//!   activation quantization error;
+//! - every SIMD kernel against the scalar one (same activation bytes, dots equal to within
+//!   f32 rounding: integer block sums are exact, only the f32 order differs);
+//! - `dot_many` against `dot`, bit for bit, on every instruction set.
+//!
+//! Weights are random bytes with chosen f16 scales (zero, subnormal, ordinary, the largest
+//! finite, negative) and sometimes all-minimum or all-maximum quants and scales; activations
+//! mix ordinary, zero, tiny, large and single-outlier blocks.
+
+use plumb_ggml::{dequantize_row_to_vec, dot_row, DotKernel, GgmlType, Isa};
+use proptest::prelude::*;
+
+const TYPES: [GgmlType; 6] = [
+    GgmlType::Q2_K,
+    GgmlType::Q3_K,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+    GgmlType::IQ4_XS,
+];
+
+/// Where a type keeps its f16 super-block scale `d` and, for the types with mins, `dmin`,
+/// and the byte range of its quants (everything that is neither a scale nor a min).
+struct Layout {
+    d: usize,
+    dmin: Option<usize>,
+    quants: std::ops::Range<usize>,
+}
+
+fn layout(ty: GgmlType) -> Layout {
+    match ty {
+        GgmlType::Q2_K => Layout {
+            d: 80,
+            dmin: Some(82),
+            quants: 16..80,
+        },
+        GgmlType::Q3_K => Layout {
+            d: 108,
+            dmin: None,
+            quants: 0..96,
+        },
+        GgmlType::Q4_K => Layout {
+            d: 0,
+            dmin: Some(2),
+            quants: 16..144,
+        },
+        GgmlType::Q5_K => Layout {
+            d: 0,
+            dmin: Some(2),
+            quants: 16..176,
+        },
+        GgmlType::Q6_K => Layout {
+            d: 208,
+            dmin: None,
+            quants: 0..192,
+        },
+        GgmlType::IQ4_XS => Layout {
+            d: 0,
+            dmin: None,
+            quants: 8..136,
+        },
+        other => panic!("{other} is not a super-block type"),
+    }
+}
+
+/// A small xorshift generator: the bulk of each case comes from one proptest-chosen seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn uniform(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
+    }
+
+    /// Roughly N(0, 1).
+    fn normal(&mut self) -> f32 {
+        (0..4).map(|_| self.uniform()).sum::<f32>() * 1.732 - 3.464
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Scale {
+    Zero,
+    Subnormal,
+    Ordinary,
+    Largest,
+    Negative,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Quants {
+    Random,
+    AllMin,
+    AllMax,
+    /// Random quants, every other byte (sub-block scales included) 0xFF.
+    MaxScales,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Activation {
+    Ordinary,
+    Zeros,
+    Tiny,
+    Large,
+    Outlier,
+}
+
+fn f16_bits(scale: Scale, rng: &mut Rng) -> u16 {
+    let r = rng.next_u64() as u16;
+    match scale {
+        Scale::Zero => 0,
+        Scale::Subnormal => 1 + r % 0x3ff,
+        // Exponents around 2^-10 .. 2^2, as real scales are.
+        Scale::Ordinary => 0x1400 + r % 0x3000,
+        Scale::Largest => 0x7bff,
+        Scale::Negative => 0x8000 | (0x1400 + r % 0x3000),
+    }
+}
+
+fn weight_row(ty: GgmlType, blocks: &[(Scale, Scale, Quants)], rng: &mut Rng) -> Vec<u8> {
+    let l = layout(ty);
+    let mut row = Vec::with_capacity(blocks.len() * ty.block_bytes());
+    for &(d, dmin, quants) in blocks {
+        let mut b: Vec<u8> = (0..ty.block_bytes())
+            .map(|_| rng.next_u64() as u8)
+            .collect();
+        match quants {
+            Quants::Random => {}
+            Quants::AllMin => b[l.quants.clone()].fill(0),
+            Quants::AllMax => b[l.quants.clone()].fill(0xff),
+            Quants::MaxScales => {
+                for (i, byte) in b.iter_mut().enumerate() {
+                    if !l.quants.contains(&i) {
+                        *byte = 0xff;
+                    }
+                }
+            }
+        }
+        b[l.d..l.d + 2].copy_from_slice(&f16_bits(d, rng).to_le_bytes());
+        if let Some(at) = l.dmin {
+            b[at..at + 2].copy_from_slice(&f16_bits(dmin, rng).to_le_bytes());
+        }
+        row.extend(b);
+    }
+    row
+}
+
+fn activation_row(kinds: &[Activation], rng: &mut Rng) -> Vec<f32> {
+    let mut x = Vec::with_capacity(kinds.len() * 256);
+    for &kind in kinds {
+        let block: Vec<f32> = match kind {
+            Activation::Ordinary => (0..256).map(|_| rng.normal()).collect(),
+            Activation::Zeros => vec![0.0; 256],
+            Activation::Tiny => (0..256).map(|_| 1e-20 * rng.normal()).collect(),
+            Activation::Large => (0..256)
+                .map(|i| if i % 3 == 0 { -4e4 } else { 3e4 } * (0.5 + rng.uniform()))
+                .collect(),
+            Activation::Outlier => {
+                let mut b: Vec<f32> = (0..256).map(|_| rng.normal()).collect();
+                b[(rng.next_u64() % 256) as usize] = -5e3;
+                b
+            }
+        };
+        x.extend(block);
+    }
+    x
+}
+
+/// Σ|w_i·a_i| in f64, with the weights split into their scaled-quant and min parts (which
+/// the kernels sum separately, so their rounding scales with each part, not with the
+/// difference), found by dequantizing the row once more with `d` zeroed.
+fn magnitude(ty: GgmlType, w: &[u8], a: &[f32]) -> f64 {
+    let full = dequantize_row_to_vec(ty, w).expect("dequantizes");
+    let mins = match layout(ty).dmin {
+        Some(_) => {
+            let mut no_d = w.to_vec();
+            let d = layout(ty).d;
+            for block in no_d.chunks_exact_mut(ty.block_bytes()) {
+                block[d..d + 2].fill(0);
+            }
+            dequantize_row_to_vec(ty, &no_d).expect("dequantizes")
+        }
+        None => vec![0.0; full.len()],
+    };
+    full.iter()
+        .zip(&mins)
+        .zip(a)
+        .map(|((&w, &m), &a)| {
+            let (w, m, a) = (f64::from(w), f64::from(m), f64::from(a));
+            ((w - m).abs() + m.abs()) * a.abs()
+        })
+        .sum()
+}
+
+/// The f32 rounding allowance for a dot product of this magnitude: a few ulps per
+/// super-block (scale products, integer-to-float conversion, accumulation), far above what
+/// the kernels need and far below any layout or scale mistake.
+fn rounding_bound(magnitude: f64) -> f64 {
+    1e-5 * magnitude + 1e-35
+}
+
+fn check_close(what: &str, got: f32, expected: f64, bound: f64) -> Result<(), TestCaseError> {
+    prop_assert!(
+        got.is_finite() && (f64::from(got) - expected).abs() <= bound,
+        "{}: got {}, expected {} ± {}",
+        what,
+        got,
+        expected,
+        bound
+    );
+    Ok(())
+}
+
+fn scalar(ty: GgmlType) -> DotKernel {
+    DotKernel::for_isa(ty, Isa::Scalar).expect("every super-block type has a scalar kernel")
+}
+
+fn quantize(kernel: &DotKernel, x: &[f32]) -> Vec<u8> {
+    let mut q = vec![0u8; kernel.act_row_bytes(x.len())];
+    kernel.quantize(x, &mut q).expect("whole blocks");
+    q
+}
+
+/// The kernels of `ty` for every instruction set this machine has, scalar first.
+fn kernels(ty: GgmlType) -> Vec<DotKernel> {
+    Isa::available()
+        .into_iter()
+        .filter_map(|isa| DotKernel::for_isa(ty, isa))
+        .collect()
+}
+
+#[derive(Debug, Clone)]
+struct Case {
+    ty: GgmlType,
+    blocks: Vec<(Scale, Scale, Quants)>,
+    /// One entry per activation row, one kind per block.
+    rows: Vec<Vec<Activation>>,
+    seed: u64,
+}
+
+fn scale() -> impl Strategy<Value = Scale> {
+    prop_oneof![
+        1 => Just(Scale::Zero),
+        1 => Just(Scale::Subnormal),
+        6 => Just(Scale::Ordinary),
+        1 => Just(Scale::Largest),
+        2 => Just(Scale::Negative),
+    ]
+}
+
+fn quants() -> impl Strategy<Value = Quants> {
+    prop_oneof![
+        6 => Just(Quants::Random),
+        1 => Just(Quants::AllMin),
+        1 => Just(Quants::AllMax),
+        1 => Just(Quants::MaxScales),
+    ]
+}
+
+fn activation() -> impl Strategy<Value = Activation> {
+    prop_oneof![
+        6 => Just(Activation::Ordinary),
+        1 => Just(Activation::Zeros),
+        1 => Just(Activation::Tiny),
+        1 => Just(Activation::Large),
+        2 => Just(Activation::Outlier),
+    ]
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    let n_blocks = prop_oneof![Just(1usize), Just(3), Just(7), 1usize..=8];
+    (
+        proptest::sample::select(&TYPES[..]),
+        n_blocks,
+        1usize..=9,
+        any::<u64>(),
+    )
+        .prop_flat_map(|(ty, n_blocks, n_rows, seed)| {
+            let blocks = proptest::collection::vec((scale(), scale(), quants()), n_blocks);
+            let rows = proptest::collection::vec(
+                proptest::collection::vec(activation(), n_blocks),
+                n_rows,
+            );
+            (blocks, rows).prop_map(move |(blocks, rows)| Case {
+                ty,
+                blocks,
+                rows,
+                seed: seed | 1,
+            })
+        })
+}
+
+fn check_case(case: &Case) -> Result<(), TestCaseError> {
+    let ty = case.ty;
+    let mut rng = Rng(case.seed);
+    let w = weight_row(ty, &case.blocks, &mut rng);
+    let xs: Vec<Vec<f32>> = case
+        .rows
+        .iter()
+        .map(|kinds| activation_row(kinds, &mut rng))
+        .collect();
+    let n = case.blocks.len() * 256;
+    let scalar = scalar(ty);
+    let acts: Vec<Vec<u8>> = xs.iter().map(|x| quantize(&scalar, x)).collect();
+    let scalar_dots: Vec<f32> = acts
+        .iter()
+        .map(|a| scalar.dot(n, &w, a).expect("lengths"))
+        .collect();
+
+    // 1. Scalar against the reference.
+    let weights = dequantize_row_to_vec(ty, &w).expect("dequantizes");
+    for (r, ((x, act), &got)) in xs.iter().zip(&acts).zip(&scalar_dots).enumerate() {
+        let xq = dequantize_row_to_vec(GgmlType::Q8_K, act).expect("dequantizes");
+        let mag = magnitude(ty, &w, &xq);
+        let reference = dot_row(ty, &w, &xq).expect("dot_row");
+        check_close(
+            &format!("{ty} scalar, row {r}, against dot_row of the quantized activations"),
+            got,
+            f64::from(reference),
+            rounding_bound(mag),
+        )?;
+        // Against the f32 activations: off by at most Σ|w_i|·|x_i − xq_i|.
+        let quantization_error: f64 = weights
+            .iter()
+            .zip(x.iter().zip(&xq))
+            .map(|(&w, (&x, &q))| f64::from(w).abs() * (f64::from(x) - f64::from(q)).abs())
+            .sum();
+        let exact = dot_row(ty, &w, x).expect("dot_row");
+        let bound = quantization_error * (1.0 + 1e-6)
+            + rounding_bound(mag)
+            + rounding_bound(magnitude(ty, &w, x));
+        check_close(
+            &format!("{ty} scalar, row {r}, against dot_row of the f32 activations"),
+            got,
+            f64::from(exact),
+            bound,
+        )?;
+    }
+
+    for kernel in kernels(ty) {
+        let isa = kernel.isa().name();
+        prop_assert_eq!(kernel.act_type(), GgmlType::Q8_K);
+        // 2. The same activation bytes, and dots close to the scalar ones.
+        for (r, ((x, act), &expected)) in xs.iter().zip(&acts).zip(&scalar_dots).enumerate() {
+            let own = quantize(&kernel, x);
+            prop_assert!(
+                &own == act,
+                "{} {}: row {} quantizes differently",
+                ty,
+                isa,
+                r
+            );
+            let got = kernel.dot(n, &w, act).expect("lengths");
+            let xq = dequantize_row_to_vec(GgmlType::Q8_K, act).expect("dequantizes");
+            check_close(
+                &format!("{ty} {isa}, row {r}, against scalar"),
+                got,
+                f64::from(expected),
+                rounding_bound(magnitude(ty, &w, &xq)),
+            )?;
+        }
+        // 3. dot_many is dot, row by row.
+        let packed: Vec<u8> = acts.concat();
+        let mut many = vec![f32::NAN; acts.len()];
+        kernel.dot_many_unchecked(&w, &packed, &mut many);
+        for (r, (act, &got)) in acts.iter().zip(&many).enumerate() {
+            let single = kernel.dot_unchecked(&w, act);
+            prop_assert!(
+                got.to_bits() == single.to_bits(),
+                "{} {}: dot_many row {} of {} is {}, dot is {}",
+                ty,
+                isa,
+                r,
+                acts.len(),
+                got,
+                single
+            );
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    #[test]
+    fn kernels_agree_with_the_reference_and_each_other(case in case()) {
+        check_case(&case)?;
+    }
+}
+
+/// One block with a hand-computed dot product, independent of `dequantize_row`: all quants
+/// at their maximum, equal scales and mins, activations of 127 (so Q8_K's scale is exactly
+/// −1 and every product is an exact integer in f32).
+#[test]
+fn q4_k_all_ones_block_gives_the_hand_computed_sum() {
+    // d = 1, dmin = 0.5, every 6-bit scale 1 and min 2, every quant 15.
+    let mut block = vec![0u8; 144];
+    block[0..2].copy_from_slice(&0x3c00u16.to_le_bytes());
+    block[2..4].copy_from_slice(&0x3800u16.to_le_bytes());
+    block[4..8].fill(1);
+    block[8..12].fill(2);
+    block[12..16].fill(0x21);
+    block[16..144].fill(0xff);
+    let x = vec![127.0f32; 256];
+    // Each weight is 1·1·15 − 0.5·2 = 14.
+    let expected = 14.0 * 127.0 * 256.0;
+    for kernel in kernels(GgmlType::Q4_K) {
+        let act = quantize(&kernel, &x);
+        assert_eq!(
+            kernel.dot(256, &block, &act).unwrap(),
+            expected,
+            "{}",
+            kernel.isa().name()
+        );
+    }
+}
