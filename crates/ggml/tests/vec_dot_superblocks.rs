@@ -425,3 +425,58 @@ fn q4_k_all_ones_block_gives_the_hand_computed_sum() {
         );
     }
 }
+
+/// Single-threaded timings, ns per weight row of k = 4864 (Qwen2.5-0.5B's FFN width), for
+/// `dot` and for `dot_many` over 16 activation rows (per weight row and activation row).
+/// Run with `cargo test --release -p plumb-ggml --test vec_dot_superblocks -- --ignored
+/// --nocapture bench`.
+#[test]
+#[ignore = "micro-benchmark"]
+fn bench_kernels() {
+    const K: usize = 4864;
+    const WEIGHT_ROWS: usize = 64;
+    const ACT_ROWS: usize = 16;
+    let mut rng = Rng(0x5eed);
+    for ty in TYPES {
+        let blocks = vec![(Scale::Ordinary, Scale::Ordinary, Quants::Random); K / 256];
+        let matrix: Vec<Vec<u8>> = (0..WEIGHT_ROWS)
+            .map(|_| weight_row(ty, &blocks, &mut rng))
+            .collect();
+        let x = activation_row(&vec![Activation::Ordinary; K / 256], &mut rng);
+        for kernel in kernels(ty) {
+            let act = quantize(&kernel, &x);
+            let acts = act.repeat(ACT_ROWS);
+            let mut out = vec![0f32; ACT_ROWS];
+            // The best of several trials: the machine is shared, and the minimum is the
+            // kernel's own speed.
+            let time = |reps: usize, f: &mut dyn FnMut()| {
+                (0..15)
+                    .map(|_| {
+                        let start = std::time::Instant::now();
+                        for _ in 0..reps {
+                            f();
+                        }
+                        start.elapsed().as_nanos() as f64 / reps as f64
+                    })
+                    .fold(f64::INFINITY, f64::min)
+            };
+            let mut sink = 0f32;
+            let dot_ns = time(100, &mut || {
+                for w in &matrix {
+                    sink += kernel.dot_unchecked(w, &act);
+                }
+            }) / WEIGHT_ROWS as f64;
+            let many_ns = time(10, &mut || {
+                for w in &matrix {
+                    kernel.dot_many_unchecked(w, &acts, &mut out);
+                    sink += out[0];
+                }
+            }) / (WEIGHT_ROWS * ACT_ROWS) as f64;
+            eprintln!(
+                "{ty:>6} {:>12}: dot {dot_ns:8.1} ns/row, dot_many {many_ns:8.1} ns/row{}",
+                kernel.isa().name(),
+                if sink.is_nan() { " (NaN)" } else { "" }
+            );
+        }
+    }
+}

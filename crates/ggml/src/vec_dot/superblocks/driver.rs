@@ -15,6 +15,9 @@ pub(super) const ROWS: usize = 4;
 
 /// One weight type's kernel on one instruction set.
 ///
+/// Implementations must not call intrinsics from closures: a closure is a function of its
+/// own, without the caller's `#[target_feature]`s, so LLVM would not inline them into it.
+///
 /// # Safety
 ///
 /// The methods may use instructions of the kernel's instruction set: callers must have
@@ -82,5 +85,9 @@ unsafe fn dot_rows<K: BlockKernel, const R: usize>(w: &[u8], acts: [&[u8]; R]) -
             K::accumulate(&unpacked, &act[at.clone()], acc);
         }
     }
-    accs.map(|acc| K::finish(acc))
+    let mut sums = [0.0; R];
+    for (sum, acc) in sums.iter_mut().zip(accs) {
+        *sum = K::finish(acc);
+    }
+    sums
 }

@@ -9,10 +9,14 @@
 //! each product. Integer sums are exact, so instruction sets differ only in the order of the
 //! f32 additions.
 
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 mod driver;
 mod layout;
 mod q8_k;
 mod scalar;
+#[cfg(target_arch = "x86_64")]
+mod x86;
 
 use super::{Isa, KernelFns};
 use crate::GgmlType;
@@ -20,6 +24,10 @@ use crate::GgmlType;
 pub(super) fn kernel(weight_type: GgmlType, isa: Isa) -> Option<KernelFns> {
     match isa {
         Isa::Scalar => scalar::kernel(weight_type),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => avx512::kernel(weight_type, false),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512Vnni => avx512::kernel(weight_type, true),
         _ => None,
     }
 }
