@@ -10,6 +10,8 @@
 //! f32 additions.
 
 #[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
 mod avx512;
 mod driver;
 mod layout;
@@ -24,6 +26,8 @@ use crate::GgmlType;
 pub(super) fn kernel(weight_type: GgmlType, isa: Isa) -> Option<KernelFns> {
     match isa {
         Isa::Scalar => scalar::kernel(weight_type),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => avx2::kernel(weight_type),
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512 => avx512::kernel(weight_type, false),
         #[cfg(target_arch = "x86_64")]

@@ -105,3 +105,97 @@ unsafe fn quantize_avx512_impl(x: &[f32], out: &mut [u8]) {
         d.copy_from_slice(&(1.0 / iscale).to_le_bytes());
     }
 }
+
+/// The AVX2 quantizer (8 values per vector).
+#[cfg(target_arch = "x86_64")]
+pub(super) fn quantize_avx2(x: &[f32], out: &mut [u8]) {
+    // SAFETY: only reachable through the `KernelFns` of `Isa::Avx2`, which `DotKernel`
+    // hands out only after `Isa::available()` found AVX2.
+    unsafe { quantize_avx2_impl(x, out) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn quantize_avx2_impl(x: &[f32], out: &mut [u8]) {
+    use std::arch::x86_64::*;
+    let sign = _mm256_set1_ps(-0.0);
+    for (xb, b) in x.chunks_exact(256).zip(out.chunks_exact_mut(Q8_K_BYTES)) {
+        let mut v = [_mm256_setzero_ps(); 32];
+        for (i, v) in v.iter_mut().enumerate() {
+            *v = _mm256_loadu_ps(xb[8 * i..8 * i + 8].as_ptr());
+        }
+        // NaNs are skipped as in the AVX-512 quantizer.
+        let mut amax = _mm256_setzero_ps();
+        for &v in &v {
+            amax = _mm256_max_ps(_mm256_andnot_ps(sign, v), amax);
+        }
+        let m = _mm_max_ps(
+            _mm256_castps256_ps128(amax),
+            _mm256_extractf128_ps::<1>(amax),
+        );
+        let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        let amax = _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+        if amax == 0.0 {
+            b.fill(0);
+            continue;
+        }
+        let mut max = amax;
+        for (i, &v) in v.iter().enumerate() {
+            let hit = _mm256_cmp_ps::<_CMP_EQ_OQ>(_mm256_andnot_ps(sign, v), _mm256_set1_ps(amax));
+            let hits = _mm256_movemask_ps(hit);
+            if hits != 0 {
+                max = xb[8 * i + hits.trailing_zeros() as usize];
+                break;
+            }
+        }
+        let iscale = -127.0 / max;
+        // The low 8 bits of each nearest_int(iscale·x).min(127), as an i32 in 0..=255.
+        let mut low = [_mm256_setzero_si256(); 32];
+        for (low, &v) in low.iter_mut().zip(&v) {
+            let biased = _mm256_add_ps(
+                _mm256_mul_ps(v, _mm256_set1_ps(iscale)),
+                _mm256_set1_ps(ROUNDING_BIAS),
+            );
+            let int = _mm256_sub_epi32(
+                _mm256_and_si256(_mm256_castps_si256(biased), _mm256_set1_epi32(0x007f_ffff)),
+                _mm256_set1_epi32(0x0040_0000),
+            );
+            *low = _mm256_and_si256(
+                _mm256_min_epi32(int, _mm256_set1_epi32(127)),
+                _mm256_set1_epi32(0xff),
+            );
+        }
+        let (d, rest) = b.split_at_mut(QS);
+        let (qs, bsums) = rest.split_at_mut(256);
+        for (l, (q, sums)) in low
+            .chunks_exact(4)
+            .zip(qs.chunks_exact_mut(32).zip(bsums.chunks_exact_mut(4)))
+        {
+            // Values are in 0..=255, so the saturating packs only narrow; the permutation
+            // undoes their per-128-bit-lane interleaving.
+            let bytes = _mm256_permutevar8x32_epi32(
+                _mm256_packus_epi16(
+                    _mm256_packus_epi32(l[0], l[1]),
+                    _mm256_packus_epi32(l[2], l[3]),
+                ),
+                _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7),
+            );
+            _mm256_storeu_si256(q.as_mut_ptr().cast(), bytes);
+            let groups = [
+                _mm256_castsi256_si128(bytes),
+                _mm256_extracti128_si256::<1>(bytes),
+            ];
+            for (group, sum) in groups.into_iter().zip(sums.chunks_exact_mut(2)) {
+                let wide = _mm256_madd_epi16(_mm256_cvtepi8_epi16(group), _mm256_set1_epi16(1));
+                let s = _mm_add_epi32(
+                    _mm256_castsi256_si128(wide),
+                    _mm256_extracti128_si256::<1>(wide),
+                );
+                let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+                let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01>(s));
+                sum.copy_from_slice(&(_mm_cvtsi128_si32(s) as i16).to_le_bytes());
+            }
+        }
+        d.copy_from_slice(&(1.0 / iscale).to_le_bytes());
+    }
+}

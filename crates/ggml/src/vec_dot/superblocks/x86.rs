@@ -54,6 +54,16 @@ pub(super) unsafe fn k4_scales_mins_vec(b: &[u8], at: usize) -> __m128i {
     _mm_or_si128(low, _mm_slli_epi32::<4>(top))
 }
 
+/// Each i32 lane `v` (a 16-bit value) as the pair `(v, v)` of i16, the form `madd_epi16`
+/// multiplies adjacent 16-bit products by.
+#[inline(always)]
+pub(super) unsafe fn i16_pairs256(v: __m256i) -> __m256i {
+    _mm256_or_si256(
+        _mm256_and_si256(v, _mm256_set1_epi32(0xffff)),
+        _mm256_slli_epi32::<16>(v),
+    )
+}
+
 #[inline(always)]
 pub(super) unsafe fn hsum_ps256(v: __m256) -> f32 {
     let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
