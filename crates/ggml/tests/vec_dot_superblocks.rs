@@ -176,28 +176,26 @@ fn activation_row(kinds: &[Activation], rng: &mut Rng) -> Vec<f32> {
     x
 }
 
-/// Σ|w_i·a_i| in f64, with the weights split into their scaled-quant and min parts (which
-/// the kernels sum separately, so their rounding scales with each part, not with the
-/// difference), found by dequantizing the row once more with `d` zeroed.
+/// The size of the terms a kernel adds up for `w · a`, in f64: Σ|a_i|·(|w_i − base_i| +
+/// |base_i|), where `base` is the row dequantized with every quant zero (for Q2_K, Q4_K and
+/// Q5_K the −dmin·m part, for Q3_K and Q6_K the level offset −4·d·s and −32·d·s). The kernels
+/// sum the level part and the base part separately (the SIMD ones in per-lane f32 partial
+/// sums), so their rounding scales with both parts, not with `|w · a|`, which may cancel to
+/// nearly nothing.
 fn magnitude(ty: GgmlType, w: &[u8], a: &[f32]) -> f64 {
     let full = dequantize_row_to_vec(ty, w).expect("dequantizes");
-    let mins = match layout(ty).dmin {
-        Some(_) => {
-            let mut no_d = w.to_vec();
-            let d = layout(ty).d;
-            for block in no_d.chunks_exact_mut(ty.block_bytes()) {
-                block[d..d + 2].fill(0);
-            }
-            dequantize_row_to_vec(ty, &no_d).expect("dequantizes")
-        }
-        None => vec![0.0; full.len()],
-    };
+    let quants = layout(ty).quants;
+    let mut zeroed = w.to_vec();
+    for block in zeroed.chunks_exact_mut(ty.block_bytes()) {
+        block[quants.clone()].fill(0);
+    }
+    let base = dequantize_row_to_vec(ty, &zeroed).expect("dequantizes");
     full.iter()
-        .zip(&mins)
+        .zip(&base)
         .zip(a)
-        .map(|((&w, &m), &a)| {
-            let (w, m, a) = (f64::from(w), f64::from(m), f64::from(a));
-            ((w - m).abs() + m.abs()) * a.abs()
+        .map(|((&w, &b), &a)| {
+            let (w, b, a) = (f64::from(w), f64::from(b), f64::from(a));
+            ((w - b).abs() + b.abs()) * a.abs()
         })
         .sum()
 }
@@ -396,6 +394,40 @@ proptest! {
     #[test]
     fn kernels_agree_with_the_reference_and_each_other(case in case()) {
         check_case(&case)?;
+    }
+}
+
+#[test]
+fn every_instruction_set_of_this_machine_has_every_kernel() {
+    let all = [
+        Isa::Scalar,
+        Isa::Avx2,
+        Isa::Avx512,
+        Isa::Avx512Vnni,
+        Isa::Neon,
+        Isa::NeonDotprod,
+    ];
+    let available = Isa::available();
+    for isa in all {
+        if !available.contains(&isa) {
+            plumb_testutil::skip(
+                "every_instruction_set_of_this_machine_has_every_kernel",
+                &format!(
+                    "this machine lacks {}; its kernels are not tested here",
+                    isa.name()
+                ),
+            );
+            continue;
+        }
+        for ty in TYPES {
+            let kernel = DotKernel::for_isa(ty, isa);
+            assert!(kernel.is_some(), "no {} kernel for {ty}", isa.name());
+        }
+    }
+    for ty in TYPES {
+        let best = DotKernel::new(ty).expect("a kernel");
+        assert_eq!(best.isa(), Isa::detect(), "{ty}");
+        assert_eq!(best.act_type(), GgmlType::Q8_K, "{ty}");
     }
 }
 

@@ -15,6 +15,7 @@ use super::driver::{self, BlockKernel};
 use super::layout::*;
 use super::q8_k::{self, BSUMS, QS};
 use super::x86::*;
+use crate::iq_tables::KVALUES_IQ4NL;
 use crate::vec_dot::{DotFn, DotManyFn, KernelFns};
 use crate::GgmlType;
 use std::arch::x86_64::*;
@@ -36,8 +37,12 @@ pub(super) fn kernel(weight_type: GgmlType, vnni: bool) -> Option<KernelFns> {
         };
     }
     let (dot, dot_many) = match weight_type {
+        GgmlType::Q2_K => pick!(Q2K),
+        GgmlType::Q3_K => pick!(Q3K),
         GgmlType::Q4_K => pick!(Q4K),
+        GgmlType::Q5_K => pick!(Q5K),
         GgmlType::Q6_K => pick!(Q6K),
+        GgmlType::IQ4_XS => pick!(Iq4Xs),
         _ => return None,
     };
     Some(KernelFns {
@@ -109,6 +114,12 @@ unsafe fn broadcast256(b: &[u8], at: usize) -> __m512i {
 #[inline(always)]
 unsafe fn halves16(low: i16, high: i16) -> __m512i {
     _mm512_inserti64x4::<1>(_mm512_set1_epi16(low), _mm256_set1_epi16(high))
+}
+
+/// A vector whose low 256 bits hold `low` and high 256 bits hold `high` in every byte.
+#[inline(always)]
+unsafe fn halves8(low: u8, high: u8) -> __m512i {
+    _mm512_inserti64x4::<1>(_mm512_set1_epi8(low as i8), _mm256_set1_epi8(high as i8))
 }
 
 /// Each i32 lane `v` (a 16-bit value) as the i16 pair `(v, v)`.
@@ -332,6 +343,256 @@ impl<const VNNI: bool> BlockKernel for Q6K<VNNI> {
         let isum = scaled_dot::<VNNI>(&w.levels, &w.scales, act);
         let offset = _mm256_slli_epi32::<5>(_mm256_madd_epi16(bsums(act), w.offset_scales));
         let isum = _mm512_sub_epi32(isum, _mm512_zextsi256_si512(offset));
+        let dy = q8_k::d(act);
+        *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(dy * w.d), *acc);
+    }
+
+    #[inline(always)]
+    unsafe fn finish(acc: __m512) -> f32 {
+        _mm512_reduce_add_ps(acc)
+    }
+}
+
+// ---------------------------------------------------------------------------------- Q5_K
+
+struct Q5K<const VNNI: bool>;
+
+impl<const VNNI: bool> BlockKernel for Q5K<VNNI> {
+    const BLOCK_BYTES: usize = Q5_K_BYTES;
+    type Unpacked = Q4KBlock;
+    type Acc = (__m512, __m256);
+
+    #[inline(always)]
+    unsafe fn zero() -> Self::Acc {
+        (_mm512_setzero_ps(), _mm256_setzero_ps())
+    }
+
+    /// As Q4_K, plus 16 where bit 2v (low half) or 2v+1 (high half) of `qh` is set.
+    #[inline(always)]
+    unsafe fn unpack(b: &[u8]) -> Q4KBlock {
+        let mut levels = k4_nibbles(b, q5_k::QS);
+        let qh = broadcast256(b, q5_k::QH);
+        for (v, level) in levels.iter_mut().enumerate() {
+            let high = _mm512_test_epi8_mask(qh, halves8(1 << (2 * v), 2 << (2 * v)));
+            *level = _mm512_mask_add_epi8(*level, high, *level, _mm512_set1_epi8(16));
+        }
+        let (scales, mins) = k4_scales(b);
+        Q4KBlock {
+            levels,
+            scales,
+            mins,
+            d: f16_at(b, q4_k::D),
+            dmin: f16_at(b, q4_k::D + 2),
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn accumulate(w: &Q4KBlock, act: &[u8], acc: &mut Self::Acc) {
+        k4_accumulate::<VNNI>(&w.levels, &w.scales, w.mins, w.d, w.dmin, act, acc)
+    }
+
+    #[inline(always)]
+    unsafe fn finish(acc: Self::Acc) -> f32 {
+        _mm512_reduce_add_ps(acc.0) + hsum_ps256(acc.1)
+    }
+}
+
+// -------------------------------------------------------------------------- Q2_K and Q3_K
+
+/// The low 2 bits of Q2_K and Q3_K from the 64 bytes at `b[at..]`: vector v (elements
+/// 64v..64v+64) is bits 4(v%2).. (low half) and 4(v%2)+2.. (high half) of bytes
+/// 32(v/2)..32(v/2)+32.
+#[inline(always)]
+unsafe fn two_bit_levels(b: &[u8], at: usize) -> [__m512i; 4] {
+    let mask = _mm512_set1_epi8(3);
+    let mut levels = [mask; 4];
+    for (v, level) in levels.iter_mut().enumerate() {
+        let shift = (4 * (v % 2)) as i16;
+        let bytes = broadcast256(b, at + 32 * (v / 2));
+        *level = _mm512_and_si512(_mm512_srlv_epi16(bytes, halves16(shift, shift + 2)), mask);
+    }
+    levels
+}
+
+/// Types with 16 sub-blocks, one i16 scale each and an offset applied through the bsums
+/// (Q3_K: levels stored plus 4) or mins (Q2_K).
+struct Sixteen {
+    levels: [__m512i; 4],
+    scales: [__m512i; 4],
+    /// The 16 scales (Q3_K) or mins (Q2_K) as i16, to `madd` with the bsums.
+    bsum_weights: __m256i,
+    d: f32,
+    dmin: f32,
+}
+
+/// `scales_for` vectors of 16 scales given as i32 lanes.
+#[inline(always)]
+unsafe fn sixteen_scales(scales32: __m512i) -> [__m512i; 4] {
+    scales_for_all(i16_pairs(scales32), 4)
+}
+
+struct Q2K<const VNNI: bool>;
+
+impl<const VNNI: bool> BlockKernel for Q2K<VNNI> {
+    const BLOCK_BYTES: usize = Q2_K_BYTES;
+    type Unpacked = Sixteen;
+    type Acc = (__m512, __m256);
+
+    #[inline(always)]
+    unsafe fn zero() -> Self::Acc {
+        (_mm512_setzero_ps(), _mm256_setzero_ps())
+    }
+
+    #[inline(always)]
+    unsafe fn unpack(b: &[u8]) -> Sixteen {
+        let raw = load128(b, q2_k::SCALES);
+        let scales32 = _mm512_and_si512(_mm512_cvtepu8_epi32(raw), _mm512_set1_epi32(0xf));
+        let mins16 = _mm256_srli_epi16::<4>(_mm256_cvtepu8_epi16(raw));
+        Sixteen {
+            levels: two_bit_levels(b, q2_k::QS),
+            scales: sixteen_scales(scales32),
+            bsum_weights: mins16,
+            d: f16_at(b, q2_k::D),
+            dmin: f16_at(b, q2_k::DMIN),
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn accumulate(w: &Sixteen, act: &[u8], acc: &mut Self::Acc) {
+        let dy = q8_k::d(act);
+        let isum = scaled_dot::<VNNI>(&w.levels, &w.scales, act);
+        acc.0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(dy * w.d), acc.0);
+        let msum = _mm256_madd_epi16(bsums(act), w.bsum_weights);
+        acc.1 = _mm256_fmadd_ps(
+            _mm256_cvtepi32_ps(msum),
+            _mm256_set1_ps(-(dy * w.dmin)),
+            acc.1,
+        );
+    }
+
+    #[inline(always)]
+    unsafe fn finish(acc: Self::Acc) -> f32 {
+        _mm512_reduce_add_ps(acc.0) + hsum_ps256(acc.1)
+    }
+}
+
+struct Q3K<const VNNI: bool>;
+
+impl<const VNNI: bool> BlockKernel for Q3K<VNNI> {
+    const BLOCK_BYTES: usize = Q3_K_BYTES;
+    type Unpacked = Sixteen;
+    type Acc = __m512;
+
+    #[inline(always)]
+    unsafe fn zero() -> __m512 {
+        _mm512_setzero_ps()
+    }
+
+    /// Two-bit levels plus 4 where the `hmask` bit of the element (bit 4h+s of byte m for
+    /// element 128h+32s+m) is set: levels 0..8 are the stored values plus 4.
+    #[inline(always)]
+    unsafe fn unpack(b: &[u8]) -> Sixteen {
+        let mut levels = two_bit_levels(b, q3_k::QS);
+        let hmask = broadcast256(b, q3_k::HMASK);
+        for (v, level) in levels.iter_mut().enumerate() {
+            let bit = 2 * v;
+            let high = _mm512_test_epi8_mask(hmask, halves8(1 << bit, 2 << bit));
+            *level = _mm512_mask_add_epi8(*level, high, *level, _mm512_set1_epi8(4));
+        }
+        let scales = _mm_sub_epi8(q3_k_scales_vec(b, q3_k::SCALES), _mm_set1_epi8(32));
+        Sixteen {
+            levels,
+            scales: sixteen_scales(_mm512_cvtepi8_epi32(scales)),
+            bsum_weights: _mm256_cvtepi8_epi16(scales),
+            d: f16_at(b, q3_k::D),
+            dmin: 0.0,
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn accumulate(w: &Sixteen, act: &[u8], acc: &mut __m512) {
+        let isum = scaled_dot::<VNNI>(&w.levels, &w.scales, act);
+        let offset = _mm256_slli_epi32::<2>(_mm256_madd_epi16(bsums(act), w.bsum_weights));
+        let isum = _mm512_sub_epi32(isum, _mm512_zextsi256_si512(offset));
+        let dy = q8_k::d(act);
+        *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(dy * w.d), *acc);
+    }
+
+    #[inline(always)]
+    unsafe fn finish(acc: __m512) -> f32 {
+        _mm512_reduce_add_ps(acc)
+    }
+}
+
+// -------------------------------------------------------------------------------- IQ4_XS
+
+struct Iq4Xs<const VNNI: bool>;
+
+/// IQ4_XS values are signed, which `maddubs` does not take on both sides: the block keeps
+/// their magnitudes, and each row's quants are negated where the value is negative.
+struct Iq4XsBlock {
+    magnitudes: [__m512i; 4],
+    negative: [__mmask64; 4],
+    scales: [__m512i; 4],
+    d: f32,
+}
+
+impl<const VNNI: bool> BlockKernel for Iq4Xs<VNNI> {
+    const BLOCK_BYTES: usize = IQ4_XS_BYTES;
+    type Unpacked = Iq4XsBlock;
+    type Acc = __m512;
+
+    #[inline(always)]
+    unsafe fn zero() -> __m512 {
+        _mm512_setzero_ps()
+    }
+
+    /// Vector v holds sub-blocks 2v and 2v+1; sub-block j's 16 bytes give its elements
+    /// 0..16 (low nibbles) and 16..32 (high nibbles), so each 16-byte half of the 32 source
+    /// bytes goes to two 128-bit lanes, shifted by 0 and 4.
+    #[inline(always)]
+    unsafe fn unpack(b: &[u8]) -> Iq4XsBlock {
+        let table = _mm512_broadcast_i32x4(_mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()));
+        let shift = _mm512_setr_epi64(
+            0,
+            0,
+            0x0004_0004_0004_0004,
+            0x0004_0004_0004_0004,
+            0,
+            0,
+            0x0004_0004_0004_0004,
+            0x0004_0004_0004_0004,
+        );
+        let mask = _mm512_set1_epi8(0xf);
+        let mut magnitudes = [mask; 4];
+        let mut negative = [0; 4];
+        for v in 0..4 {
+            let bytes = broadcast256(b, iq4_xs::QS + 32 * v);
+            let lanes = _mm512_shuffle_i64x2::<0b01_01_00_00>(bytes, bytes);
+            let index = _mm512_and_si512(_mm512_srlv_epi16(lanes, shift), mask);
+            let values = _mm512_shuffle_epi8(table, index);
+            magnitudes[v] = _mm512_abs_epi8(values);
+            negative[v] = _mm512_movepi8_mask(values);
+        }
+        let scales32 = _mm512_zextsi256_si512(iq4_xs_scales_vec(b));
+        Iq4XsBlock {
+            magnitudes,
+            negative,
+            scales: scales_for_all(i16_pairs(scales32), 2),
+            d: f16_at(b, iq4_xs::D),
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn accumulate(w: &Iq4XsBlock, act: &[u8], acc: &mut __m512) {
+        let zero = _mm512_setzero_si512();
+        let mut isum = zero;
+        for v in 0..4 {
+            let quants = load512(act, QS + 64 * v);
+            let signed = _mm512_mask_sub_epi8(quants, w.negative[v], zero, quants);
+            let p = _mm512_maddubs_epi16(w.magnitudes[v], signed);
+            isum = add_scaled::<VNNI>(isum, p, w.scales[v]);
+        }
         let dy = q8_k::d(act);
         *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(dy * w.d), *acc);
     }

@@ -54,6 +54,39 @@ pub(super) unsafe fn k4_scales_mins_vec(b: &[u8], at: usize) -> __m128i {
     _mm_or_si128(low, _mm_slli_epi32::<4>(top))
 }
 
+/// `layout::q3_k_scales` on the 12 bytes at `b[at..]`: 16 six-bit values, biased by 32.
+#[inline(always)]
+pub(super) unsafe fn q3_k_scales_vec(b: &[u8], at: usize) -> __m128i {
+    let (a, bb, c) = (u32_at(b, at), u32_at(b, at + 4), u32_at(b, at + 8));
+    let low = _mm_srlv_epi32(
+        _mm_setr_epi32(a as i32, bb as i32, a as i32, bb as i32),
+        _mm_setr_epi32(0, 0, 4, 4),
+    );
+    let low = _mm_and_si128(low, _mm_set1_epi32(0x0f0f_0f0f));
+    let top = _mm_srlv_epi32(_mm_set1_epi32(c as i32), _mm_setr_epi32(0, 2, 4, 6));
+    let top = _mm_and_si128(top, _mm_set1_epi32(0x0303_0303));
+    _mm_or_si128(low, _mm_slli_epi32::<4>(top))
+}
+
+/// `layout::iq4_xs_scales` of an IQ4_XS block, minus the bias 32: 8 i32 lanes.
+#[inline(always)]
+pub(super) unsafe fn iq4_xs_scales_vec(b: &[u8]) -> __m256i {
+    use super::layout::iq4_xs;
+    let low = _mm256_srlv_epi32(
+        _mm256_set1_epi32(u32_at(b, iq4_xs::SCALES_L) as i32),
+        _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28),
+    );
+    let high = _mm256_srlv_epi32(
+        _mm256_set1_epi32(i32::from(u16_at(b, iq4_xs::SCALES_H))),
+        _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14),
+    );
+    let scales = _mm256_or_si256(
+        _mm256_and_si256(low, _mm256_set1_epi32(0xf)),
+        _mm256_slli_epi32::<4>(_mm256_and_si256(high, _mm256_set1_epi32(3))),
+    );
+    _mm256_sub_epi32(scales, _mm256_set1_epi32(32))
+}
+
 /// Each i32 lane `v` (a 16-bit value) as the pair `(v, v)` of i16, the form `madd_epi16`
 /// multiplies adjacent 16-bit products by.
 #[inline(always)]
