@@ -2,6 +2,7 @@
 
 mod backend_choice;
 mod commands;
+mod generation_args;
 
 use clap::{Parser, Subcommand};
 
@@ -28,6 +29,8 @@ enum Command {
     Tokenize(commands::tokenize::Args),
     /// Generate text from a prompt
     Run(commands::run::Args),
+    /// Chat with a model in the terminal (or through stdin)
+    Chat(commands::chat::Args),
     /// Run a prompt and record every named intermediate tensor (or print their statistics)
     Trace(commands::trace::Args),
     /// Run the reference and another backend on the same tokens and diff them layer by layer
@@ -57,6 +60,7 @@ fn main() -> std::process::ExitCode {
         Command::Pull(args) => commands::pull::run(args),
         Command::Tokenize(args) => commands::tokenize::run(args),
         Command::Run(args) => commands::run::run(args),
+        Command::Chat(args) => commands::chat::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -1,4 +1,5 @@
 //! `plumb run`: greedy generation streamed to stdout, timings on stderr, clear refusals.
+//! Sampling, stop strings, prompt sources and the context limit: `run_sampling.rs`.
 
 mod common;
 use common::plumb;
@@ -16,6 +17,8 @@ fn greedy_generation_matches_llama_cpp() {
         "The capital of France is",
         "-n",
         "5",
+        "--temp",
+        "0",
     ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
@@ -33,14 +36,34 @@ fn greedy_generation_matches_llama_cpp() {
 }
 
 #[test]
-fn sampling_is_refused_until_it_exists() {
-    let out = plumb(&["run", "-m", "unused.gguf", "-p", "hi", "--temp", "0.8"]);
+fn bad_sampling_flags_are_refused_before_loading() {
+    let out = plumb(&[
+        "run",
+        "-m",
+        "unused.gguf",
+        "-p",
+        "hi",
+        "--samplers",
+        "top_k;mirostat",
+    ]);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("--temp 0.8") && stderr.contains("greedy"),
+        stderr.contains("\"mirostat\"") && stderr.contains("top_k"),
         "{stderr}"
     );
+    let out = plumb(&[
+        "run",
+        "-m",
+        "unused.gguf",
+        "-p",
+        "hi",
+        "--logit-bias",
+        "15043",
+    ]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("TOKEN+BIAS"), "{stderr}");
 }
 
 #[test]

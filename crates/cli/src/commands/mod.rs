@@ -1,6 +1,7 @@
 //! One module per subcommand: its arguments and its `run`.
 
 pub mod bench;
+pub mod chat;
 pub mod diff;
 pub mod inspect;
 pub mod perplexity;

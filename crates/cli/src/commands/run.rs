@@ -1,189 +1,243 @@
 //! `plumb run`: generate text from a prompt, streaming it to stdout, with llama.cpp-style
-//! timings on stderr. Decoding is greedy; sampling comes with the sampler.
+//! timings on stderr (or one JSON object with `--json`).
+//!
+//! A raw prompt is tokenized as llama-cli does: BOS as the model asks, and control tokens
+//! written in the text (`<|im_start|>`) become those tokens. With `--chat` the prompt is a
+//! user message in the model's chat template, after an optional system message and an
+//! optional earlier conversation (`--messages`, a transcript as `plumb chat` saves it).
+//!
+//! Prompt and generated tokens together never exceed the context: a prompt that does not
+//! fit is an error, and a generation that fills the context stops with a message on stderr.
 
-use std::io::Write;
-use std::time::{Duration, Instant};
+use std::io::{Read, Write};
+use std::ops::ControlFlow;
+use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::{bail, Context};
-use plumb_backend_ref::RefBackend;
-use plumb_model::{argmax, Architecture, Backend, KvConfig, LogitsFor, Model};
-use plumb_tokenizer::{ChatMessage, ChatTemplate, Tokenizer};
+use plumb_engine::sampling::Sampler;
+use plumb_engine::{chat_template, ChatSession, Generation, Session, StopReason};
+use plumb_model::Backend;
 
-/// The context used when `--ctx-size` is not given, if the model was trained for at least
-/// this much (llama.cpp's default too).
-const DEFAULT_CTX: usize = 4096;
+use crate::backend_choice::WithBackend;
+use crate::commands::chat::read_transcript;
+use crate::generation_args::{load, GenerationArgs};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// GGUF file, or a catalog model name (pulled if needed)
-    #[arg(short, long)]
-    model: String,
-    /// The prompt (with --chat, the user's message)
-    #[arg(short, long)]
-    prompt: String,
-    /// Tokens to generate at most
-    #[arg(short = 'n', long = "n-predict", default_value_t = 128)]
-    n_predict: usize,
-    /// Sampling temperature; only 0 (greedy decoding) is implemented so far
-    #[arg(long, default_value_t = 0.0)]
-    temp: f32,
-    /// Random seed for sampling; greedy decoding does not use it
-    #[arg(long)]
-    seed: Option<u64>,
-    /// Wrap the prompt in the model's chat template as a user turn
+    #[command(flatten)]
+    gen: GenerationArgs,
+    /// The prompt; `-` reads it from stdin (with --chat, the user's message)
+    #[arg(short, long, conflicts_with = "file", required_unless_present = "file")]
+    prompt: Option<String>,
+    /// Read the prompt from a file (one trailing newline is dropped, as llama.cpp does)
+    #[arg(short = 'f', long = "file", value_name = "FILE")]
+    file: Option<PathBuf>,
+    /// Tokens to generate at most (-1: until the model ends the text or the context is full)
+    #[arg(
+        short = 'n',
+        long = "n-predict",
+        default_value_t = 128,
+        allow_negative_numbers = true
+    )]
+    n_predict: i64,
+    /// Send the prompt as a user message in the model's chat template
     #[arg(long)]
     chat: bool,
-    /// A system message for --chat
+    /// A system message for --chat (replaces one from --messages)
     #[arg(long, value_name = "TEXT", requires = "chat")]
     system: Option<String>,
     /// Chat template to use instead of the model's: a built-in name or a Jinja file
     #[arg(long, value_name = "NAME|FILE", requires = "chat")]
     chat_template: Option<String>,
-    /// Context size in tokens (prompt and generation together) [default: the model's
-    /// training context, at most 4096]
-    #[arg(short = 'c', long = "ctx-size")]
-    ctx_size: Option<usize>,
-    /// Prompt tokens evaluated per forward pass
-    #[arg(short = 'b', long = "batch-size", default_value_t = 256)]
-    batch_size: usize,
+    /// The conversation before the prompt, for --chat: a JSON transcript as `plumb chat`'s
+    /// /save writes it
+    #[arg(long, value_name = "FILE", requires = "chat")]
+    messages: Option<PathBuf>,
+    /// Print the timings on stderr as one JSON object
+    #[arg(long)]
+    json: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    if args.temp > 0.0 {
-        bail!(
-            "--temp {} asks for sampling, which plumb does not have yet; \
-             use --temp 0 for greedy decoding",
-            args.temp
-        );
-    }
-    if args.seed.is_some() {
-        tracing::info!("--seed has no effect on greedy decoding");
-    }
-
-    let load_start = Instant::now();
-    let path = plumb_hub::resolve_model(&args.model)?;
-    let model = Model::load(&path, RefBackend::new())?;
-    let tokenizer = Tokenizer::from_gguf(model.metadata())?;
-    let load_time = load_start.elapsed();
-
-    let tokens = prompt_tokens(&args, &model, &tokenizer)?;
-    if tokens.is_empty() {
-        bail!("the prompt gives no tokens");
-    }
-    let n_ctx = args
-        .ctx_size
-        .unwrap_or_else(|| model.hparams().n_ctx_train.min(DEFAULT_CTX));
-    if tokens.len() >= n_ctx {
-        bail!(
-            "the prompt is {} tokens, which leaves no room in a context of {n_ctx} \
-             (raise --ctx-size)",
-            tokens.len()
-        );
-    }
-    let mut cache = model.new_kv_cache(KvConfig {
-        n_ctx,
-        n_seq: 1,
-        max_batch: args.batch_size.max(1),
-    })?;
-
-    let prompt_start = Instant::now();
-    let mut logits = model.eval(&mut cache, 0, &tokens, LogitsFor::Last)?;
-    let prompt_time = prompt_start.elapsed();
-
-    let mut stdout = std::io::stdout().lock();
-    let mut text = tokenizer.stream_decoder();
-    let mut decode_time = Duration::ZERO;
-    let mut n_decoded = 0;
-    let mut n_generated = 0;
-    while n_generated < args.n_predict {
-        let next = argmax(logits.last().context("no logits for the last token")?) as u32;
-        if tokenizer.is_end_of_generation(next) {
-            break;
-        }
-        n_generated += 1;
-        stdout.write_all(text.push(next)?.as_bytes())?;
-        stdout.flush()?;
-        if n_generated == args.n_predict {
-            break;
-        }
-        if cache.seq_len(0) >= n_ctx {
-            eprintln!("\nplumb: the context of {n_ctx} tokens is full; stopping");
-            break;
-        }
-        let step = Instant::now();
-        logits = model.eval(&mut cache, 0, &[next], LogitsFor::Last)?;
-        decode_time += step.elapsed();
-        n_decoded += 1;
-    }
-    stdout.write_all(text.flush().as_bytes())?;
-    writeln!(stdout)?;
-    drop(stdout);
-
-    eprintln!();
-    eprintln!(
-        "plumb: load time   = {:10.2} ms",
-        load_time.as_secs_f64() * 1e3
-    );
-    eprintln!(
-        "plumb: prompt eval = {}",
-        rate(prompt_time, tokens.len(), "tokens")
-    );
-    eprintln!(
-        "plumb: generation  = {}",
-        rate(decode_time, n_decoded, "runs  ")
-    );
-    eprintln!(
-        "plumb: {} prompt tokens, {n_generated} generated, greedy, {} backend",
-        tokens.len(),
-        model.backend().name()
-    );
-    Ok(())
+    let prompt = read_prompt(&args)?;
+    let backend = args.gen.backend.clone();
+    backend.dispatch(Run { args, prompt })
 }
 
-/// The prompt's token ids: the text as it is, or rendered as a chat turn.
-fn prompt_tokens(
-    args: &Args,
-    model: &Model<RefBackend>,
-    tokenizer: &Tokenizer,
-) -> anyhow::Result<Vec<u32>> {
-    if !args.chat {
-        return Ok(tokenizer.encode(&args.prompt, true, false)?);
-    }
-    let template = match &args.chat_template {
-        Some(name) => ChatTemplate::select(name)?,
-        None => match ChatTemplate::from_gguf(model.metadata())? {
-            Some(template) => template,
-            // Gemma GGUFs often come without a template; llama.cpp then detects Gemma and
-            // uses its built-in one.
-            None if model.hparams().architecture == Architecture::Gemma3 => {
-                ChatTemplate::named("gemma")?
-            }
-            None => bail!("the model has no chat template; pass one with --chat-template"),
-        },
+/// The prompt text: `-p`, stdin for `-p -`, or the file of `-f`.
+fn read_prompt(args: &Args) -> anyhow::Result<String> {
+    let text = match (&args.prompt, &args.file) {
+        (Some(prompt), _) if prompt == "-" => {
+            let mut text = String::new();
+            std::io::stdin()
+                .read_to_string(&mut text)
+                .context("reading the prompt from stdin")?;
+            text
+        }
+        (Some(prompt), _) => return Ok(prompt.clone()),
+        (None, Some(path)) => std::fs::read_to_string(path)
+            .with_context(|| format!("reading the prompt from {}", path.display()))?,
+        (None, None) => bail!("give a prompt with -p TEXT, -p - (stdin) or -f FILE"),
     };
-    let mut messages = Vec::new();
-    if let Some(system) = &args.system {
-        messages.push(ChatMessage::new("system", system.as_str()));
+    let text = text.strip_suffix('\n').unwrap_or(&text);
+    Ok(text.strip_suffix('\r').unwrap_or(text).to_owned())
+}
+
+struct Run {
+    args: Args,
+    prompt: String,
+}
+
+impl WithBackend for Run {
+    type Output = ();
+
+    fn run<B: Backend>(self, backend: B) -> anyhow::Result<()> {
+        let Run { args, prompt } = self;
+        let loaded = load(&args.gen.model, backend)?;
+        let (model, tokenizer) = (&loaded.model, &loaded.tokenizer);
+        let n_ctx = args.gen.context_size(model.hparams())?;
+        let config = args.gen.sampling.config(model.hparams().n_vocab, n_ctx)?;
+        let options = args.gen.options(args.n_predict)?;
+        let mut sampler = Sampler::new(config.clone(), model.hparams().n_vocab)?;
+        if !args.json {
+            eprintln!("plumb: seed {}", config.seed);
+            eprintln!("plumb: sampler chain: {}", config.describe());
+        }
+        let session = Session::new(model, tokenizer, n_ctx, args.gen.batch_size)?;
+
+        let mut stdout = std::io::stdout().lock();
+        let mut write_error = None;
+        let on_text = |piece: &str| match stdout
+            .write_all(piece.as_bytes())
+            .and_then(|()| stdout.flush())
+        {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(err) => {
+                write_error = Some(err);
+                ControlFlow::Break(())
+            }
+        };
+        let generation = if args.chat {
+            let template = chat_template(model, args.chat_template.as_deref())?;
+            let mut chat = ChatSession::new(session, template);
+            if let Some(path) = &args.messages {
+                chat.set_messages(read_transcript(path)?);
+            }
+            if let Some(system) = &args.system {
+                chat.set_system(Some(system));
+            }
+            chat.send(&prompt, &mut sampler, &options, on_text)?
+        } else {
+            let tokens = tokenizer.encode(&prompt, true, true)?;
+            let mut session = session;
+            session.generate(&tokens, &mut sampler, &options, on_text)?
+        };
+        if let Some(err) = write_error {
+            return Err(err).context("writing to stdout");
+        }
+        writeln!(stdout)?;
+        drop(stdout);
+
+        if generation.stop == StopReason::ContextFull {
+            eprintln!(
+                "plumb: the context of {n_ctx} tokens is full; generation stopped \
+                 (raise --ctx-size)"
+            );
+        }
+        let report = Report {
+            generation: &generation,
+            load_time: loaded.load_time,
+            n_ctx,
+            seed: config.seed,
+            backend: model.backend().name(),
+        };
+        if args.json {
+            eprintln!("{}", report.json());
+        } else {
+            report.print();
+        }
+        Ok(())
     }
-    messages.push(ChatMessage::new("user", args.prompt.as_str()));
-    let text = template.render(&messages, true)?;
-    // A template that writes the BOS token itself must not get a second one.
-    let writes_bos = tokenizer
-        .bos_id()
-        .and_then(|id| tokenizer.token_text(id))
-        .is_some_and(|bos| !bos.is_empty() && text.starts_with(bos));
-    Ok(tokenizer.encode(&text, !writes_bos, true)?)
+}
+
+struct Report<'a> {
+    generation: &'a Generation,
+    load_time: Duration,
+    n_ctx: usize,
+    seed: u32,
+    backend: &'static str,
+}
+
+impl Report<'_> {
+    /// llama.cpp's `common_perf_print` layout.
+    fn print(&self) {
+        let g = self.generation;
+        let t = &g.timings;
+        eprintln!();
+        eprintln!("plumb: load time   = {:10.2} ms", ms(self.load_time));
+        eprintln!(
+            "plumb: prompt eval = {}",
+            rate(t.prompt_eval, g.prompt.n_evaluated, "tokens")
+        );
+        eprintln!(
+            "plumb: generation  = {}",
+            rate(t.decode, t.n_decoded, "runs  ")
+        );
+        eprintln!(
+            "plumb: sampling    = {}",
+            rate(t.sampling, g.tokens.len(), "tokens")
+        );
+        eprintln!(
+            "plumb: {} prompt tokens, {} generated, stop: {}, context {}, seed {}, {} backend",
+            g.prompt.n_tokens,
+            g.tokens.len(),
+            g.stop.name(),
+            self.n_ctx,
+            self.seed,
+            self.backend
+        );
+    }
+
+    fn json(&self) -> serde_json::Value {
+        let g = self.generation;
+        let t = &g.timings;
+        serde_json::json!({
+            "load_ms": ms(self.load_time),
+            "prompt_tokens": g.prompt.n_tokens,
+            "prompt_eval_tokens": g.prompt.n_evaluated,
+            "prompt_eval_ms": ms(t.prompt_eval),
+            "prompt_tokens_per_second": per_second(g.prompt.n_evaluated, t.prompt_eval),
+            "generated_tokens": g.tokens.len(),
+            "decode_runs": t.n_decoded,
+            "decode_ms": ms(t.decode),
+            "decode_tokens_per_second": per_second(t.n_decoded, t.decode),
+            "sampling_ms": ms(t.sampling),
+            "stop": g.stop.name(),
+            "n_ctx": self.n_ctx,
+            "seed": self.seed,
+            "backend": self.backend,
+        })
+    }
+}
+
+fn ms(time: Duration) -> f64 {
+    time.as_secs_f64() * 1e3
+}
+
+fn per_second(n: usize, time: Duration) -> f64 {
+    n as f64 / time.as_secs_f64().max(1e-9)
 }
 
 /// `  123.45 ms /    17 tokens (  7.26 ms per token, 137.71 tokens per second)`.
 fn rate(time: Duration, n: usize, unit: &str) -> String {
-    let ms = time.as_secs_f64() * 1e3;
+    let ms = ms(time);
     if n == 0 {
         return format!("{ms:10.2} ms / {n:5} {unit}");
     }
     format!(
         "{ms:10.2} ms / {n:5} {unit} ({:8.2} ms per token, {:8.2} tokens per second)",
         ms / n as f64,
-        n as f64 / time.as_secs_f64().max(1e-9)
+        per_second(n, time)
     )
 }
