@@ -28,16 +28,21 @@ const TYPES: [GgmlType; 9] = [
 
 const EPS: f64 = f32::EPSILON as f64 / 2.0;
 
-/// The instruction sets this family must have a kernel for, for every type, on this target.
-fn expected_isas() -> Vec<Isa> {
-    vec![Isa::Scalar]
+/// The instruction sets this family must have a kernel for, on this target, for `ty`.
+fn expected_isas(ty: GgmlType) -> Vec<Isa> {
+    let mut isas = vec![Isa::Scalar];
+    let _ = ty;
+    if cfg!(target_arch = "x86_64") {
+        isas.extend([Isa::Avx512, Isa::Avx512Vnni]);
+    }
+    isas
 }
 
-/// The SIMD instruction sets to compare with the scalar kernel; those this CPU lacks are
-/// skipped loudly.
-fn simd_isas(test: &str) -> Vec<Isa> {
+/// The SIMD instruction sets to compare with the scalar kernel for `ty`; those this CPU lacks
+/// are skipped loudly.
+fn simd_isas(test: &str, ty: GgmlType) -> Vec<Isa> {
     let available = Isa::available();
-    expected_isas()
+    expected_isas(ty)
         .into_iter()
         .filter(|&isa| isa != Isa::Scalar)
         .filter(|isa| {
@@ -109,9 +114,9 @@ enum Quants {
     Mixed,
 }
 
-/// A weight row of `n_blocks` blocks (of 32 elements) of `ty`.
-fn weight_row(ty: GgmlType, n_blocks: usize, quants: Quants, rng: &mut Rng) -> Vec<u8> {
-    let n = n_blocks * 32;
+/// A weight row of `n` elements of `ty` (whole blocks).
+fn weight_row(ty: GgmlType, n: usize, quants: Quants, rng: &mut Rng) -> Vec<u8> {
+    let n_blocks = n / ty.block_size();
     match ty {
         GgmlType::F16 => {
             // Any finite half, subnormals and ±65504 included.
@@ -206,10 +211,11 @@ fn act_limit(ty: GgmlType) -> f32 {
     }
 }
 
-fn act_row(ty: GgmlType, n_blocks: usize, style: Acts, rng: &mut Rng) -> Vec<f32> {
+/// `n` activations, filled 32 at a time.
+fn act_row(ty: GgmlType, n: usize, style: Acts, rng: &mut Rng) -> Vec<f32> {
     let limit = act_limit(ty);
-    let mut x = Vec::with_capacity(n_blocks * 32);
-    for _ in 0..n_blocks {
+    let mut x = Vec::with_capacity(n.next_multiple_of(32));
+    for _ in 0..n.div_ceil(32) {
         let scale = match style {
             Acts::WideRange => 2f32.powi(rng.below(80) as i32 - 40),
             Acts::ZeroBlocks if rng.below(2) == 0 => 0.0,
@@ -227,6 +233,7 @@ fn act_row(ty: GgmlType, n_blocks: usize, style: Acts, rng: &mut Rng) -> Vec<f32
             x.push(v.clamp(-limit, limit));
         }
     }
+    x.truncate(n);
     if matches!(style, Acts::Outlier) {
         let i = rng.below(x.len() as u64) as usize;
         x[i] = rng.sign() * limit;
@@ -238,7 +245,8 @@ fn act_row(ty: GgmlType, n_blocks: usize, style: Acts, rng: &mut Rng) -> Vec<f32
 #[derive(Debug)]
 struct Case {
     ty: GgmlType,
-    n_blocks: usize,
+    /// Elements per row: whole 32-element blocks, or for the float types any length.
+    n: usize,
     w: Vec<u8>,
     acts: Vec<Vec<f32>>,
 }
@@ -252,18 +260,26 @@ fn case(ty: GgmlType) -> impl Strategy<Value = Case> {
         Quants::Mixed,
     ]);
     let styles = proptest::collection::vec(proptest::sample::select(ACTS.to_vec()), 1..=9);
-    (n_blocks, quants, styles, any::<u64>()).prop_map(move |(n_blocks, quants, styles, seed)| {
-        let mut rng = Rng::new(seed);
-        Case {
-            ty,
-            n_blocks,
-            w: weight_row(ty, n_blocks, quants, &mut rng),
-            acts: styles
-                .into_iter()
-                .map(|s| act_row(ty, n_blocks, s, &mut rng))
-                .collect(),
-        }
-    })
+    let cut = 0..32usize;
+    (n_blocks, cut, quants, styles, any::<u64>()).prop_map(
+        move |(n_blocks, cut, quants, styles, seed)| {
+            let mut rng = Rng::new(seed);
+            let n = if ty.block_size() == 1 {
+                n_blocks * 32 - cut
+            } else {
+                n_blocks * 32
+            };
+            Case {
+                ty,
+                n,
+                w: weight_row(ty, n, quants, &mut rng),
+                acts: styles
+                    .into_iter()
+                    .map(|s| act_row(ty, n, s, &mut rng))
+                    .collect(),
+            }
+        },
+    )
 }
 
 /// Where the offset `m` lies in a block, for the types that have one.
@@ -357,7 +373,7 @@ fn kernel(ty: GgmlType, isa: Isa) -> DotKernel {
 /// Quantizes every activation row of the case with `k` and computes each row's dot product,
 /// through `dot` and through `dot_many`, checking that they agree bit for bit.
 fn run(k: &DotKernel, case: &Case) -> (Vec<u8>, Vec<f32>) {
-    let n = case.n_blocks * 32;
+    let n = case.n;
     let row_bytes = k.act_row_bytes(n);
     let mut acts = vec![0u8; row_bytes * case.acts.len()];
     for (x, out) in case.acts.iter().zip(acts.chunks_exact_mut(row_bytes)) {
@@ -395,7 +411,7 @@ fn check_scalar(case: &Case) {
         .enumerate()
     {
         let a = dequantize_row_to_vec(act_type, act).expect("activations dequantize");
-        let terms = case.n_blocks as f64 + 4.0;
+        let terms = case.n.div_ceil(32) as f64 + 4.0;
         let tolerance = terms * EPS * magnitude(ty, &w, &case.w, &a, act)
             + offset_mismatch(ty, &case.w, act)
             + 1e-30 * w.len() as f64;
@@ -434,9 +450,9 @@ fn check_simd(case: &Case, isa: Isa) {
     let w = dequantize_row_to_vec(ty, &case.w).expect("weights dequantize");
     // Float types sum in f32 lanes: a rounding per element at worst.
     let terms = if ty.block_size() == 1 {
-        (case.n_blocks * 32) as f64
+        case.n as f64
     } else {
-        case.n_blocks as f64
+        (case.n / 32) as f64
     } + 4.0;
     for (r, (s_act, v_act)) in scalar_acts
         .chunks_exact(row_bytes)
@@ -463,7 +479,7 @@ fn check_simd(case: &Case, isa: Isa) {
 
 fn check(case: Case) {
     check_scalar(&case);
-    for isa in simd_isas("vec_dot_blocks32") {
+    for isa in simd_isas("vec_dot_blocks32", case.ty) {
         check_simd(&case, isa);
     }
 }
@@ -501,15 +517,15 @@ type_tests! {
 #[test]
 fn every_isa_has_every_type() {
     let available = Isa::available();
-    for isa in expected_isas() {
-        if !available.contains(&isa) {
-            plumb_testutil::skip(
-                "every_isa_has_every_type",
-                &format!("this CPU lacks {}", isa.name()),
-            );
-            continue;
-        }
-        for ty in TYPES {
+    for ty in TYPES {
+        for isa in expected_isas(ty) {
+            if !available.contains(&isa) {
+                plumb_testutil::skip(
+                    "every_isa_has_every_type",
+                    &format!("this CPU lacks {}", isa.name()),
+                );
+                continue;
+            }
             let k = kernel(ty, isa);
             let want = match ty {
                 GgmlType::Q4_1 | GgmlType::Q5_1 => GgmlType::Q8_1,
@@ -553,6 +569,67 @@ fn q8_rounding_is_half_to_even() {
                 // s = d·Σq = 127 + 0 + 2 + 2 + 0 − 2 − 2 + 126 = 253.
                 assert_eq!(&act[2..4], &0x5BE8u16.to_le_bytes(), "{k:?}: s");
             }
+        }
+    }
+}
+
+/// Single-threaded timings, k = 896 (Qwen2.5-0.5B's width): `dot` over 896 weight rows, and
+/// `dot_many` of the same rows against 16 activation rows, in ns per weight row per
+/// activation row. Run with
+/// `cargo test --release -p plumb-ggml --test vec_dot_blocks32 -- --ignored --nocapture`.
+#[test]
+#[ignore = "benchmark"]
+fn bench_k896() {
+    use std::hint::black_box;
+    use std::time::Instant;
+    const K: usize = 896;
+    const N_ROWS: usize = 896;
+    const N_ACTS: usize = 16;
+    let mut rng = Rng::new(42);
+    for ty in TYPES {
+        let w = weight_row(ty, N_ROWS * K, Quants::Random, &mut rng);
+        let row_bytes = w.len() / N_ROWS;
+        let x: Vec<f32> = (0..K * N_ACTS).map(|_| rng.normal()).collect();
+        for isa in Isa::available() {
+            let Some(k) = DotKernel::for_isa(ty, isa) else {
+                continue;
+            };
+            let act_bytes = k.act_row_bytes(K);
+            let mut acts = vec![0u8; act_bytes * N_ACTS];
+            for (x, a) in x.chunks_exact(K).zip(acts.chunks_exact_mut(act_bytes)) {
+                k.quantize_unchecked(x, a);
+            }
+            let best = |f: &mut dyn FnMut()| {
+                (0..5)
+                    .map(|_| {
+                        let t = Instant::now();
+                        f();
+                        t.elapsed().as_nanos() as f64
+                    })
+                    .fold(f64::INFINITY, f64::min)
+            };
+            let dot = best(&mut || {
+                for row in w.chunks_exact(row_bytes) {
+                    black_box(k.dot_unchecked(row, &acts[..act_bytes]));
+                }
+            }) / N_ROWS as f64;
+            let mut out = [0f32; N_ACTS];
+            let many = best(&mut || {
+                for row in w.chunks_exact(row_bytes) {
+                    k.dot_many_unchecked(row, &acts, &mut out);
+                    black_box(&out);
+                }
+            }) / (N_ROWS * N_ACTS) as f64;
+            let quantize = best(&mut || {
+                for (x, a) in x.chunks_exact(K).zip(acts.chunks_exact_mut(act_bytes)) {
+                    k.quantize_unchecked(x, a);
+                }
+                black_box(&acts);
+            }) / N_ACTS as f64;
+            eprintln!(
+                "{ty:>6} {:<12} dot {dot:8.1} ns/row   dot_many {many:8.1} ns/row/act   quantize {quantize:8.1} ns/row",
+                isa.name()
+            );
         }
     }
 }

@@ -5,9 +5,13 @@
 //! `formats` says what each block holds, `quantize` how activations are quantized; `scalar`
 //! is the definition of every dot product, and each instruction set's file reproduces it.
 
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 mod formats;
 mod quantize;
 mod scalar;
+#[cfg(target_arch = "x86_64")]
+mod x86_quantize;
 
 use super::{Isa, KernelFns};
 use crate::GgmlType;
@@ -15,6 +19,10 @@ use crate::GgmlType;
 pub(super) fn kernel(weight_type: GgmlType, isa: Isa) -> Option<KernelFns> {
     match isa {
         Isa::Scalar => scalar::kernel(weight_type),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => avx512::kernel(weight_type, false),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512Vnni => avx512::kernel(weight_type, true),
         _ => None,
     }
 }

@@ -26,10 +26,15 @@ pub(super) fn q8_scales(amax: f32) -> (f32, f32) {
     (d, if id.is_finite() { id } else { 0.0 })
 }
 
+/// Adding and subtracting 1.5·2^23 rounds any |v| < 2^22 to an integer, half to even (the
+/// sum lies where the f32 spacing is 1). `f32::round_ties_even` would be a libm call on
+/// targets without SSE4.1.
+const ROUND_TIES_EVEN: f32 = 12_582_912.0;
+
 /// One quant: x·id rounded half to even. |x·id| ≤ 127 for finite x, so the cast never
 /// saturates.
 fn q8(x: f32, id: f32) -> i8 {
-    (x * id).round_ties_even() as i8
+    ((x * id + ROUND_TIES_EVEN) - ROUND_TIES_EVEN) as i8
 }
 
 fn amax(x: &[f32]) -> f32 {
