@@ -33,7 +33,7 @@ fn expected_isas(ty: GgmlType) -> Vec<Isa> {
     let mut isas = vec![Isa::Scalar];
     let _ = ty;
     if cfg!(target_arch = "x86_64") {
-        isas.extend([Isa::Avx512, Isa::Avx512Vnni]);
+        isas.extend([Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni]);
     }
     isas
 }

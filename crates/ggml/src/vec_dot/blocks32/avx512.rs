@@ -18,13 +18,17 @@ use std::arch::x86_64::*;
 use super::formats::{
     Iq4Nl, OffsetBlocks, SignedBlocks, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_0_BYTES, Q8_1_BYTES,
 };
+use super::rows::{block_count, dot_many, RowKernel};
 use super::{quantize, x86_quantize};
 use crate::iq_tables::KVALUES_IQ4NL;
 use crate::vec_dot::{KernelFns, QuantizeFn};
 use crate::GgmlType;
 
-/// Rows of `dot_many` computed together with one unpacked weight pair.
+/// Rows of `dot_many` computed together with one unpacked weight pair: eight accumulators
+/// and their temporaries fit in the 32 registers.
 const ROWS: usize = 8;
+/// Rows per float weight conversion: four rows of four accumulators fill half the registers.
+const FLOAT_ROWS: usize = 4;
 
 pub(super) fn kernel(weight_type: GgmlType, vnni: bool) -> Option<KernelFns> {
     use GgmlType as T;
@@ -32,43 +36,48 @@ pub(super) fn kernel(weight_type: GgmlType, vnni: bool) -> Option<KernelFns> {
     let q8_1: (GgmlType, QuantizeFn) = (T::Q8_1, x86_quantize::q8_1);
     // The float types have no byte products: both instruction sets share one kernel.
     Some(match (weight_type, vnni) {
-        (T::Q4_0, false) => fns::<Signed<Q4_0, Maddubs>>(q8_0, false),
-        (T::Q4_0, true) => fns::<Signed<Q4_0, Vnni>>(q8_0, true),
-        (T::Q5_0, false) => fns::<Signed<Q5_0, Maddubs>>(q8_0, false),
-        (T::Q5_0, true) => fns::<Signed<Q5_0, Vnni>>(q8_0, true),
-        (T::Q8_0, false) => fns::<Signed<Q8_0, Maddubs>>(q8_0, false),
-        (T::Q8_0, true) => fns::<Signed<Q8_0, Vnni>>(q8_0, true),
-        (T::IQ4_NL, false) => fns::<Signed<Iq4Nl, Maddubs>>(q8_0, false),
-        (T::IQ4_NL, true) => fns::<Signed<Iq4Nl, Vnni>>(q8_0, true),
-        (T::Q4_1, false) => fns::<Offset<Q4_1, Maddubs>>(q8_1, false),
-        (T::Q4_1, true) => fns::<Offset<Q4_1, Vnni>>(q8_1, true),
-        (T::Q5_1, false) => fns::<Offset<Q5_1, Maddubs>>(q8_1, false),
-        (T::Q5_1, true) => fns::<Offset<Q5_1, Vnni>>(q8_1, true),
-        (T::F16, _) => fns::<Float<F16Lanes>>((T::F16, x86_quantize::f16), false),
-        (T::BF16, _) => fns::<Float<Bf16Lanes>>((T::BF16, x86_quantize::bf16), false),
-        (T::F32, _) => fns::<Float<F32Lanes>>((T::F32, quantize::f32), false),
+        (T::Q4_0, false) => fns::<Signed<Q4_0, Maddubs>, ROWS>(q8_0),
+        (T::Q4_0, true) => fns::<Signed<Q4_0, Vnni>, ROWS>(q8_0),
+        (T::Q5_0, false) => fns::<Signed<Q5_0, Maddubs>, ROWS>(q8_0),
+        (T::Q5_0, true) => fns::<Signed<Q5_0, Vnni>, ROWS>(q8_0),
+        (T::Q8_0, false) => fns::<Signed<Q8_0, Maddubs>, ROWS>(q8_0),
+        (T::Q8_0, true) => fns::<Signed<Q8_0, Vnni>, ROWS>(q8_0),
+        (T::IQ4_NL, false) => fns::<Signed<Iq4Nl, Maddubs>, ROWS>(q8_0),
+        (T::IQ4_NL, true) => fns::<Signed<Iq4Nl, Vnni>, ROWS>(q8_0),
+        (T::Q4_1, false) => fns::<Offset<Q4_1, Maddubs>, ROWS>(q8_1),
+        (T::Q4_1, true) => fns::<Offset<Q4_1, Vnni>, ROWS>(q8_1),
+        (T::Q5_1, false) => fns::<Offset<Q5_1, Maddubs>, ROWS>(q8_1),
+        (T::Q5_1, true) => fns::<Offset<Q5_1, Vnni>, ROWS>(q8_1),
+        (T::F16, _) => fns::<Float<F16Lanes>, FLOAT_ROWS>((T::F16, x86_quantize::f16)),
+        (T::BF16, _) => fns::<Float<Bf16Lanes>, FLOAT_ROWS>((T::BF16, x86_quantize::bf16)),
+        (T::F32, _) => fns::<Float<F32Lanes>, FLOAT_ROWS>((T::F32, quantize::f32)),
         _ => return None,
     })
 }
 
-fn fns<K: RowKernel>((act_type, quantize): (GgmlType, QuantizeFn), vnni: bool) -> KernelFns {
+/// A kernel of this file: whether it needs VNNI decides which entry points run it.
+trait Avx512Kernel: RowKernel {
+    const VNNI: bool;
+}
+
+fn fns<K: Avx512Kernel, const G: usize>((act_type, quantize): (GgmlType, QuantizeFn)) -> KernelFns {
     // SAFETY (all four closures): `kernel` is only reached through `DotKernel` for
-    // Isa::Avx512 (vnni = false) or Isa::Avx512Vnni (vnni = true), which it hands out only
-    // after `Isa::available()` confirmed at run time that this CPU has every feature the
-    // called function enables.
-    if vnni {
+    // Isa::Avx512 or Isa::Avx512Vnni, which it hands out only after `Isa::available()`
+    // confirmed at run time that this CPU has AVX-512 F/BW/VL/DQ, AVX2, FMA and F16C, and for
+    // Isa::Avx512Vnni also VNNI; `kernel` picks kernels with K::VNNI only for Avx512Vnni.
+    if K::VNNI {
         KernelFns {
             act_type,
             quantize,
             dot: |w, act| unsafe { dot_vnni::<K>(w, act) },
-            dot_many: |w, acts, out| unsafe { dot_many_vnni::<K>(w, acts, out) },
+            dot_many: |w, acts, out| unsafe { dot_many_vnni::<K, G>(w, acts, out) },
         }
     } else {
         KernelFns {
             act_type,
             quantize,
             dot: |w, act| unsafe { dot_avx512::<K>(w, act) },
-            dot_many: |w, acts, out| unsafe { dot_many_avx512::<K>(w, acts, out) },
+            dot_many: |w, acts, out| unsafe { dot_many_avx512::<K, G>(w, acts, out) },
         }
     }
 }
@@ -79,8 +88,8 @@ unsafe fn dot_avx512<K: RowKernel>(w: &[u8], act: &[u8]) -> f32 {
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
-unsafe fn dot_many_avx512<K: RowKernel>(w: &[u8], acts: &[u8], out: &mut [f32]) {
-    dot_many::<K>(w, acts, out)
+unsafe fn dot_many_avx512<K: RowKernel, const G: usize>(w: &[u8], acts: &[u8], out: &mut [f32]) {
+    dot_many::<K, G>(w, acts, out)
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,avx512vnni")]
@@ -89,65 +98,13 @@ unsafe fn dot_vnni<K: RowKernel>(w: &[u8], act: &[u8]) -> f32 {
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,avx512vnni")]
-unsafe fn dot_many_vnni<K: RowKernel>(w: &[u8], acts: &[u8], out: &mut [f32]) {
-    dot_many::<K>(w, acts, out)
-}
-
-/// A kernel that computes the dot products of one weight row with `R` activation rows.
-/// Everything below it is `#[inline(always)]`, so it compiles into the `#[target_feature]`
-/// entry points above.
-trait RowKernel {
-    /// Bytes of a weight block and of an activation block.
-    const W_BYTES: usize;
-    const A_BYTES: usize;
-    /// Reads whole blocks only, as many as the shortest of `w` and `acts` holds.
-    unsafe fn rows<const R: usize>(w: &[u8], acts: [&[u8]; R]) -> [f32; R];
-}
-
-/// `out[r] = w · act_r`, rows taken [`ROWS`] at a time, the rest 4, 2 and 1 at a time.
-#[inline(always)]
-unsafe fn dot_many<K: RowKernel>(w: &[u8], acts: &[u8], out: &mut [f32]) {
-    let row_bytes = w.len() / K::W_BYTES * K::A_BYTES;
-    debug_assert_eq!(acts.len(), row_bytes * out.len());
-    let r = rows_by::<K, ROWS>(w, acts, row_bytes, out, 0);
-    let r = rows_by::<K, 4>(w, acts, row_bytes, out, r);
-    let r = rows_by::<K, 2>(w, acts, row_bytes, out, r);
-    rows_by::<K, 1>(w, acts, row_bytes, out, r);
-}
-
-/// Fills `out[start..]` `R` rows at a time while whole groups remain; returns the next row.
-#[inline(always)]
-unsafe fn rows_by<K: RowKernel, const R: usize>(
-    w: &[u8],
-    acts: &[u8],
-    row_bytes: usize,
-    out: &mut [f32],
-    start: usize,
-) -> usize {
-    let mut r = start;
-    while r + R <= out.len() {
-        let rows = std::array::from_fn(|i| &acts[(r + i) * row_bytes..(r + i + 1) * row_bytes]);
-        out[r..r + R].copy_from_slice(&K::rows::<R>(w, rows));
-        r += R;
-    }
-    r
-}
-
-/// The number of whole blocks in `w` and in every activation row, whichever is fewest.
-#[inline(always)]
-fn block_count<const R: usize>(
-    w: &[u8],
-    w_bytes: usize,
-    acts: &[&[u8]; R],
-    a_bytes: usize,
-) -> usize {
-    let n = w.len() / w_bytes;
-    debug_assert!(acts.iter().all(|a| a.len() == n * a_bytes));
-    acts.iter().fold(n, |n, a| n.min(a.len() / a_bytes))
+unsafe fn dot_many_vnni<K: RowKernel, const G: usize>(w: &[u8], acts: &[u8], out: &mut [f32]) {
+    dot_many::<K, G>(w, acts, out)
 }
 
 /// How 64 unsigned × signed byte products are summed, four adjacent ones per i32 lane.
 trait BytePairs {
+    const VNNI: bool;
     unsafe fn dot(u: __m512i, s: __m512i) -> __m512i;
 }
 
@@ -156,6 +113,7 @@ struct Maddubs;
 struct Vnni;
 
 impl BytePairs for Maddubs {
+    const VNNI: bool = false;
     #[inline(always)]
     unsafe fn dot(u: __m512i, s: __m512i) -> __m512i {
         _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1))
@@ -163,6 +121,7 @@ impl BytePairs for Maddubs {
 }
 
 impl BytePairs for Vnni {
+    const VNNI: bool = true;
     #[inline(always)]
     unsafe fn dot(u: __m512i, s: __m512i) -> __m512i {
         _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, s)
@@ -283,6 +242,10 @@ impl<W: SignedPair, P: BytePairs> Signed<W, P> {
 /// Room for two blocks of any type of this family.
 const PAIR_BYTES: usize = 2 * Q8_1_BYTES;
 
+impl<W: SignedPair, P: BytePairs> Avx512Kernel for Signed<W, P> {
+    const VNNI: bool = P::VNNI;
+}
+
 impl<W: SignedPair, P: BytePairs> RowKernel for Signed<W, P> {
     const W_BYTES: usize = W::BYTES;
     const A_BYTES: usize = Q8_0_BYTES;
@@ -359,6 +322,10 @@ impl<W: OffsetPair, P: BytePairs> Offset<W, P> {
             offsets[r] = _mm_add_ps(offsets[r], products);
         }
     }
+}
+
+impl<W: OffsetPair, P: BytePairs> Avx512Kernel for Offset<W, P> {
+    const VNNI: bool = P::VNNI;
 }
 
 impl<W: OffsetPair, P: BytePairs> RowKernel for Offset<W, P> {
@@ -460,9 +427,6 @@ impl FloatLanes for F32Lanes {
 /// Float weights against activations of the same type.
 struct Float<F>(F);
 
-/// Rows per weight conversion: four rows of four accumulators fill half the registers.
-const FLOAT_ROWS: usize = 4;
-
 impl<F: FloatLanes> Float<F> {
     #[inline(always)]
     unsafe fn group<const R: usize>(w: &[u8], acts: [&[u8]; R]) -> [f32; R] {
@@ -510,22 +474,16 @@ impl<F: FloatLanes> Float<F> {
     }
 }
 
+impl<F: FloatLanes> Avx512Kernel for Float<F> {
+    const VNNI: bool = false;
+}
+
 impl<F: FloatLanes> RowKernel for Float<F> {
     const W_BYTES: usize = F::BYTES;
     const A_BYTES: usize = F::BYTES;
 
     #[inline(always)]
     unsafe fn rows<const R: usize>(w: &[u8], acts: [&[u8]; R]) -> [f32; R] {
-        let mut out = [0.0; R];
-        for (out, acts) in out.chunks_mut(FLOAT_ROWS).zip(acts.chunks(FLOAT_ROWS)) {
-            match *acts {
-                [a, b, c, d] => out.copy_from_slice(&Self::group(w, [a, b, c, d])),
-                [a, b, c] => out.copy_from_slice(&Self::group(w, [a, b, c])),
-                [a, b] => out.copy_from_slice(&Self::group(w, [a, b])),
-                [a] => out.copy_from_slice(&Self::group(w, [a])),
-                _ => unreachable!("chunks of 1..=FLOAT_ROWS"),
-            }
-        }
-        out
+        Self::group(w, acts)
     }
 }

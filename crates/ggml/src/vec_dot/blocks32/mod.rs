@@ -6,9 +6,13 @@
 //! is the definition of every dot product, and each instruction set's file reproduces it.
 
 #[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
 mod avx512;
 mod formats;
 mod quantize;
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+mod rows;
 mod scalar;
 #[cfg(target_arch = "x86_64")]
 mod x86_quantize;
@@ -19,6 +23,8 @@ use crate::GgmlType;
 pub(super) fn kernel(weight_type: GgmlType, isa: Isa) -> Option<KernelFns> {
     match isa {
         Isa::Scalar => scalar::kernel(weight_type),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => avx2::kernel(weight_type),
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512 => avx512::kernel(weight_type, false),
         #[cfg(target_arch = "x86_64")]
