@@ -474,7 +474,7 @@ fn bench_kernels() {
         let matrix: Vec<Vec<u8>> = (0..WEIGHT_ROWS)
             .map(|_| weight_row(ty, &blocks, &mut rng))
             .collect();
-        let x = activation_row(&vec![Activation::Ordinary; K / 256], &mut rng);
+        let x = activation_row(&[Activation::Ordinary; K / 256], &mut rng);
         for kernel in kernels(ty) {
             let act = quantize(&kernel, &x);
             let acts = act.repeat(ACT_ROWS);

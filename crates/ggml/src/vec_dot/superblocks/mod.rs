@@ -15,6 +15,8 @@ mod avx2;
 mod avx512;
 mod driver;
 mod layout;
+#[cfg(target_arch = "aarch64")]
+mod neon;
 mod q8_k;
 mod scalar;
 #[cfg(target_arch = "x86_64")]
@@ -32,6 +34,10 @@ pub(super) fn kernel(weight_type: GgmlType, isa: Isa) -> Option<KernelFns> {
         Isa::Avx512 => avx512::kernel(weight_type, false),
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512Vnni => avx512::kernel(weight_type, true),
+        #[cfg(target_arch = "aarch64")]
+        Isa::Neon => neon::kernel(weight_type, false),
+        #[cfg(target_arch = "aarch64")]
+        Isa::NeonDotprod => neon::kernel(weight_type, true),
         _ => None,
     }
 }

@@ -199,3 +199,61 @@ unsafe fn quantize_avx2_impl(x: &[f32], out: &mut [u8]) {
         d.copy_from_slice(&(1.0 / iscale).to_le_bytes());
     }
 }
+
+/// The NEON quantizer (4 values per vector).
+#[cfg(target_arch = "aarch64")]
+pub(super) fn quantize_neon(x: &[f32], out: &mut [u8]) {
+    // SAFETY: only reachable through the `KernelFns` of `Isa::Neon` and `Isa::NeonDotprod`,
+    // which `DotKernel` hands out only after `Isa::available()` found NEON.
+    unsafe { quantize_neon_impl(x, out) }
+}
+
+#[cfg(target_arch = "aarch64")]
+#[target_feature(enable = "neon")]
+unsafe fn quantize_neon_impl(x: &[f32], out: &mut [u8]) {
+    use std::arch::aarch64::*;
+    for (xb, b) in x.chunks_exact(256).zip(out.chunks_exact_mut(Q8_K_BYTES)) {
+        let mut v = [vdupq_n_f32(0.0); 64];
+        for (i, v) in v.iter_mut().enumerate() {
+            *v = vld1q_f32(xb[4 * i..4 * i + 4].as_ptr());
+        }
+        // `fmaxnm` returns the number when the other operand is a quiet NaN: NaNs are
+        // skipped, as by the reference's `>` comparison.
+        let mut amax = vdupq_n_f32(0.0);
+        for &v in &v {
+            amax = vmaxnmq_f32(amax, vabsq_f32(v));
+        }
+        let amax = vmaxnmvq_f32(amax);
+        if amax == 0.0 {
+            b.fill(0);
+            continue;
+        }
+        let first = xb.iter().position(|v| v.abs() == amax);
+        let max = xb[first.expect("the largest magnitude is one of the values")];
+        let iscale = -127.0 / max;
+        let (d, rest) = b.split_at_mut(QS);
+        let (qs, bsums) = rest.split_at_mut(256);
+        for (v, (q, sum)) in v
+            .chunks_exact(4)
+            .zip(qs.chunks_exact_mut(16).zip(bsums.chunks_exact_mut(2)))
+        {
+            let mut int = [vdupq_n_s32(0); 4];
+            for (int, &v) in int.iter_mut().zip(v) {
+                let biased = vaddq_f32(
+                    vmulq_f32(v, vdupq_n_f32(iscale)),
+                    vdupq_n_f32(ROUNDING_BIAS),
+                );
+                let bits = vandq_s32(vreinterpretq_s32_f32(biased), vdupq_n_s32(0x007f_ffff));
+                *int = vminq_s32(vsubq_s32(bits, vdupq_n_s32(0x0040_0000)), vdupq_n_s32(127));
+            }
+            // `xtn` keeps the low half of each lane: truncation, as the reference's `as i8`.
+            let bytes = vcombine_s8(
+                vmovn_s16(vcombine_s16(vmovn_s32(int[0]), vmovn_s32(int[1]))),
+                vmovn_s16(vcombine_s16(vmovn_s32(int[2]), vmovn_s32(int[3]))),
+            );
+            vst1q_s8(q.as_mut_ptr().cast(), bytes);
+            sum.copy_from_slice(&vaddlvq_s8(bytes).to_le_bytes());
+        }
+        d.copy_from_slice(&(1.0 / iscale).to_le_bytes());
+    }
+}
