@@ -21,7 +21,11 @@ fn plumb_trace(model: &Path, more: &[&str]) -> Output {
 }
 
 fn trace(model: &Path, out: &Path) {
-    let o = plumb_trace(model, &["-o", out.to_str().unwrap()]);
+    trace_on(model, "cpu", out);
+}
+
+fn trace_on(model: &Path, backend: &str, out: &Path) {
+    let o = plumb_trace(model, &["-o", out.to_str().unwrap(), "--backend", backend]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
@@ -39,29 +43,38 @@ fn diff(a: &Path, b: &Path, preset: &str) -> (Option<i32>, serde_json::Value) {
     (o.status.code(), doc)
 }
 
+/// Both backends' traces of the prompt against llama.cpp's.
 fn matches_llama_cpp(name: &str) {
     let model = require_model!(name);
     let golden = require_shared!(&format!("golden/{name}/trace.gguf"));
     let dir = tempfile::tempdir().unwrap();
-    let ours = dir.path().join("ours.trace.gguf");
-    trace(&model, &ours);
-    let (t_ours, t_golden) = (Trace::read(&ours).unwrap(), Trace::read(&golden).unwrap());
-    assert_eq!(
-        t_ours.tokens, t_golden.tokens,
-        "same token ids as llama.cpp"
-    );
-    assert_eq!(t_ours.info.backend.as_deref(), Some("ref"));
-    assert_eq!(t_ours.info.model_sha256.as_ref().map(String::len), Some(64));
-    let (code, doc) = diff(&golden, &ours, "llama.cpp");
-    let worst = doc["report"]["tensors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|t| t["rel_rms_err"].as_f64())
-        .fold(0f64, f64::max);
-    eprintln!("{name}: worst relative RMS error against llama.cpp {worst:.3e}");
-    assert_eq!(code, Some(0), "{name}: {}", doc["first_divergence"]);
-    assert_eq!(doc["report"]["compared"], t_golden.tensors.len());
+    let t_golden = Trace::read(&golden).unwrap();
+    for backend in ["ref", "cpu"] {
+        let ours = dir.path().join(format!("{backend}.trace.gguf"));
+        trace_on(&model, backend, &ours);
+        let t_ours = Trace::read(&ours).unwrap();
+        assert_eq!(
+            t_ours.tokens, t_golden.tokens,
+            "same token ids as llama.cpp"
+        );
+        assert_eq!(t_ours.info.backend.as_deref(), Some(backend));
+        assert_eq!(t_ours.info.model_sha256.as_ref().map(String::len), Some(64));
+        let (code, doc) = diff(&golden, &ours, "llama.cpp");
+        let worst = doc["report"]["tensors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["rel_rms_err"].as_f64())
+            .fold(0f64, f64::max);
+        eprintln!("{name} ({backend}): worst relative RMS error against llama.cpp {worst:.3e}");
+        assert_eq!(
+            code,
+            Some(0),
+            "{name} ({backend}): {}",
+            doc["first_divergence"]
+        );
+        assert_eq!(doc["report"]["compared"], t_golden.tensors.len());
+    }
 }
 
 #[test]
@@ -145,7 +158,25 @@ fn verify_compares_a_backend_with_the_reference() {
     );
     let text = String::from_utf8(o.stdout).unwrap();
     assert!(text.contains("agree: 303 tensors compared"), "{text}");
+
+    let o = plumb(&["verify", "-m", model.to_str().unwrap(), "--backend", "cpu"]);
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert_eq!(o.status.code(), Some(0), "{text}");
+    assert!(text.contains("agree: 303 tensors compared"), "{text}");
+    assert!(text.contains("relative RMS error <= 2.0e-1"), "{text}");
+    // The same-engine tolerance is far below 8-bit activation noise: asking for it must fail.
+    let o = plumb(&[
+        "verify",
+        "-m",
+        model.to_str().unwrap(),
+        "--backend",
+        "cpu",
+        "--tolerance",
+        "1e-3",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+
     let o = plumb(&["verify", "-m", model.to_str().unwrap(), "--backend", "tpu"]);
     assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("possible values: ref"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("possible values: cpu, ref"));
 }
