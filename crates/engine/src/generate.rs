@@ -120,10 +120,6 @@ impl<'m, B: Backend> Session<'m, B> {
         })
     }
 
-    pub fn model(&self) -> &'m Model<B> {
-        self.model
-    }
-
     pub fn tokenizer(&self) -> &'m Tokenizer {
         self.tokenizer
     }

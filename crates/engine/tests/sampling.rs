@@ -41,6 +41,7 @@ proptest! {
         top_k(&mut c, k);
         prop_assert_eq!(c.len(), k.min(logits.len()));
         let kept = c.as_slice();
+        prop_assert!(c.is_sorted());
         prop_assert!(kept.windows(2).all(|w| w[0].logit >= w[1].logit), "not sorted");
         let smallest_kept = kept.last().unwrap().logit;
         let dropped = (0..logits.len() as u32).filter(|id| !kept.iter().any(|c| c.id == *id));

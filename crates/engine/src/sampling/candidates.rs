@@ -55,14 +55,6 @@ impl Candidates {
         Ok(())
     }
 
-    /// Candidates from explicit entries, in the given order.
-    pub fn from_vec(items: Vec<Candidate>) -> Self {
-        Candidates {
-            items,
-            sorted: false,
-        }
-    }
-
     pub fn as_slice(&self) -> &[Candidate] {
         &self.items
     }

@@ -44,7 +44,7 @@ pub enum SamplingError {
     VocabularySize { expected: usize, got: usize },
     #[error("no token is left to sample: the samplers and logit biases ruled out every one")]
     NoCandidates,
-    #[error("unknown sampler {name:?}; known: {}", KNOWN_NAMES.join(", "))]
+    #[error("unknown sampler {name:?}; known: {}", known_names())]
     UnknownSampler { name: String },
     #[error("unknown sampler letter {letter:?}; known: {}", KNOWN_LETTERS)]
     UnknownSamplerLetter { letter: char },
@@ -99,17 +99,10 @@ const NAMES: &[(&str, SamplerKind)] = &[
     ("temp", SamplerKind::Temperature),
 ];
 
-const KNOWN_NAMES: &[&str] = &[
-    "penalties",
-    "dry",
-    "top_n_sigma",
-    "top_k",
-    "typ_p",
-    "top_p",
-    "min_p",
-    "xtc",
-    "temperature",
-];
+/// The canonical names, for messages.
+fn known_names() -> String {
+    SamplerKind::DEFAULT_ORDER.map(SamplerKind::name).join(", ")
+}
 
 /// llama.cpp's sampler names that plumb does not have.
 const UNSUPPORTED: &[&str] = &["infill", "adaptive_p", "adaptive-p"];
@@ -249,11 +242,6 @@ impl SamplingConfig {
         }
     }
 
-    /// Whether the chain always picks the most likely token (after penalties and biases).
-    pub fn is_greedy(&self) -> bool {
-        self.temperature <= 0.0 && self.samplers.contains(&SamplerKind::Temperature)
-    }
-
     fn check(&self, n_vocab: usize) -> Result<(), SamplingError> {
         let finite = [
             ("temperature", self.temperature),
@@ -352,10 +340,6 @@ impl Sampler {
             config,
             candidates: Candidates::default(),
         })
-    }
-
-    pub fn config(&self) -> &SamplingConfig {
-        &self.config
     }
 
     /// Starts a new text: the penalties' history becomes `prompt`. The random sequence goes
