@@ -4,7 +4,8 @@
 //! (64 elements each, so one vector spans two 32-element or four 16-element sub-blocks) and
 //! four vectors of i16 sub-block scales laid out to match. Per activation row, `maddubs`
 //! multiplies levels by Q8_K quants into 16-bit pair sums (no saturation: levels are at
-//! most 63, quants at most 127 in magnitude), and the scales weight those into i32 lanes:
+//! most 127, quants at most 127 in magnitude; IQ4_XS's signed levels are kept as magnitudes,
+//! their signs moved onto each row's quants), and the scales weight those into i32 lanes:
 //! `madd_epi16` + `add_epi32`, or with VNNI one `dpwssd`. The lanes go to f32 once per
 //! super-block with one FMA by `d·d_act`.
 //!

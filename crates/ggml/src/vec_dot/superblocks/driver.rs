@@ -2,16 +2,17 @@
 //! share. A kernel only says how to unpack one weight super-block and how to add one
 //! activation block's products to a row's running sum; `dot` and `dot_many` here do the rest.
 //!
-//! `dot_many` unpacks each weight super-block once for [`ROWS`] activation rows at a time,
-//! keeping the rows' running sums in registers: the unpacking (nibble splitting, scale
-//! decoding) is shared, which is what makes prompt processing cheaper than a matrix-vector
-//! product per token.
+//! `dot_many` unpacks each weight super-block once for [`ROWS`] activation rows at a time
+//! (then [`ROWS`]/2 for what is left, then one by one), keeping the rows' running sums in
+//! registers: the unpacking (nibble splitting, scale decoding) is shared, which is what makes
+//! prompt processing cheaper than a matrix-vector product per token. Every path does the same
+//! operations per row in the same order, so `dot_many` equals `dot` bit for bit.
 
 use super::q8_k::Q8_K_BYTES;
 
 /// Activation rows handled together by `dot_many`: enough to share the unpacking, few enough
-/// that the unpacked block and the rows' sums stay in registers.
-pub(super) const ROWS: usize = 4;
+/// that the rows' sums stay in registers (8 measured faster than 4 on AVX2 and AVX-512).
+pub(super) const ROWS: usize = 8;
 
 /// One weight type's kernel on one instruction set.
 ///
@@ -68,6 +69,11 @@ pub(super) unsafe fn dot_many<K: BlockKernel>(w: &[u8], acts: &[u8], out: &mut [
     for group in &mut outs {
         let acts: [&[u8]; ROWS] = std::array::from_fn(|_| rows.next().expect("activation row"));
         group.copy_from_slice(&dot_rows::<K, ROWS>(w, acts));
+    }
+    let mut outs = outs.into_remainder().chunks_exact_mut(ROWS / 2);
+    for group in &mut outs {
+        let acts: [&[u8]; ROWS / 2] = std::array::from_fn(|_| rows.next().expect("activation row"));
+        group.copy_from_slice(&dot_rows::<K, { ROWS / 2 }>(w, acts));
     }
     for o in outs.into_remainder() {
         *o = dot::<K>(w, rows.next().expect("activation row"));

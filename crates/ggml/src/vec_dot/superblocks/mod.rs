@@ -4,10 +4,15 @@
 //! Every instruction set follows the same plan (`driver`): unpack a weight super-block into
 //! levels and sub-block scales once, then for each activation row sum the products of each
 //! sub-block in integers, weight them by the sub-block scales in integers, and apply the f32
-//! super-block scales once per super-block. Mins (Q2_K, Q4_K, Q5_K) and level offsets (Q3_K's
-//! −4, Q6_K's −32, the SIMD IQ4_XS's +128) go through the Q8_K block sums instead of through
-//! each product. Integer sums are exact, so instruction sets differ only in the order of the
-//! f32 additions.
+//! super-block scales once per super-block. Mins (Q2_K, Q4_K, Q5_K), and on x86 the level
+//! offsets that keep levels unsigned for `maddubs` (Q3_K's −4, Q6_K's −32), go through the
+//! Q8_K block sums instead of through each product.
+//!
+//! The integer sums are exact; instruction sets differ only in how the f32 side adds up. The
+//! scalar kernel converts each super-block's exact total; the SIMD kernels convert partial
+//! sums per vector lane and reduce the lanes at the end of the row, so their rounding is
+//! relative to the size of those partial sums (levels and offsets apart), not to the final
+//! dot product, which may cancel to far less. ggml's SIMD kernels accumulate the same way.
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;

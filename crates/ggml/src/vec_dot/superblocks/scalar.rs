@@ -71,10 +71,12 @@ impl<const N: usize> Levels<N> {
             .zip(a.chunks_exact(len))
             .enumerate()
         {
+            // Levels and quants are i8, so each product fits an i16, which lets the compiler
+            // use 16-bit multiply-adds.
             let s: i32 = q
                 .iter()
                 .zip(a)
-                .map(|(&q, &a)| i32::from(q) * i32::from(a as i8))
+                .map(|(&q, &a)| i32::from(i16::from(q) * i16::from(a as i8)))
                 .sum();
             isum += self.scales[j] * s;
         }
@@ -141,11 +143,7 @@ fn unpack_q2_k(b: &[u8]) -> Levels<16> {
         l.scales[j] = i32::from(sc & 0xf);
         l.mins[j] = i32::from(sc >> 4);
     }
-    let qs = &b[q2_k::QS..q2_k::QS + 64];
-    for (e, q) in l.q.iter_mut().enumerate() {
-        let (h, s, m) = (e / 128, e / 32 % 4, e % 32);
-        *q = ((qs[32 * h + m] >> (2 * s)) & 3) as i8;
-    }
+    two_bit_levels(&b[q2_k::QS..q2_k::QS + 64], &mut l.q);
     l
 }
 
@@ -157,13 +155,12 @@ fn unpack_q3_k(b: &[u8]) -> Levels<16> {
     for (dst, &sc) in l.scales.iter_mut().zip(&scales) {
         *dst = i32::from(sc) - 32;
     }
-    let qs = &b[q3_k::QS..q3_k::QS + 64];
+    two_bit_levels(&b[q3_k::QS..q3_k::QS + 64], &mut l.q);
     let hmask = &b[q3_k::HMASK..q3_k::HMASK + 32];
-    for (e, q) in l.q.iter_mut().enumerate() {
-        let (h, s, m) = (e / 128, e / 32 % 4, e % 32);
-        let low = ((qs[32 * h + m] >> (2 * s)) & 3) as i8;
-        let high_set = hmask[m] & (1 << (4 * h + s)) != 0;
-        *q = if high_set { low } else { low - 4 };
+    for (bit, q) in l.q.chunks_exact_mut(32).enumerate() {
+        for (q, &h) in q.iter_mut().zip(hmask) {
+            *q -= (((h >> bit) & 1) ^ 1) as i8 * 4;
+        }
     }
     l
 }
@@ -171,24 +168,41 @@ fn unpack_q3_k(b: &[u8]) -> Levels<16> {
 /// Element `64p + 32n + l` is nibble n of `qs[32p + l]`.
 fn unpack_q4_k(b: &[u8]) -> Levels<8> {
     let mut l = k4_head(b);
-    let qs = &b[q4_k::QS..q4_k::QS + 128];
-    for (e, q) in l.q.iter_mut().enumerate() {
-        let (p, n, i) = (e / 64, e / 32 % 2, e % 32);
-        *q = ((qs[32 * p + i] >> (4 * n)) & 0xf) as i8;
-    }
+    nibble_levels(&b[q4_k::QS..q4_k::QS + 128], &mut l.q);
     l
+}
+
+/// Q4_K's and Q5_K's low 4 bits.
+fn nibble_levels(qs: &[u8], levels: &mut [i8; QK_K]) {
+    for (q, out) in qs.chunks_exact(32).zip(levels.chunks_exact_mut(64)) {
+        let (low, high) = out.split_at_mut(32);
+        for ((&q, low), high) in q.iter().zip(low).zip(high) {
+            *low = (q & 0xf) as i8;
+            *high = (q >> 4) as i8;
+        }
+    }
+}
+
+/// Q2_K's and Q3_K's low 2 bits: element `128h + 32s + m` is bits 2s.. of `qs[32h + m]`.
+fn two_bit_levels(qs: &[u8], levels: &mut [i8; QK_K]) {
+    for (q, out) in qs.chunks_exact(32).zip(levels.chunks_exact_mut(128)) {
+        for (s, out) in out.chunks_exact_mut(32).enumerate() {
+            for (&q, out) in q.iter().zip(out) {
+                *out = ((q >> (2 * s)) & 3) as i8;
+            }
+        }
+    }
 }
 
 /// As Q4_K, with the fifth bit of element `64p + 32n + l` at bit 2p+n of `qh[l]`.
 fn unpack_q5_k(b: &[u8]) -> Levels<8> {
     let mut l = k4_head(b);
-    let qs = &b[q5_k::QS..q5_k::QS + 128];
+    nibble_levels(&b[q5_k::QS..q5_k::QS + 128], &mut l.q);
     let qh = &b[q5_k::QH..q5_k::QH + 32];
-    for (e, q) in l.q.iter_mut().enumerate() {
-        let (p, n, i) = (e / 64, e / 32 % 2, e % 32);
-        let low = (qs[32 * p + i] >> (4 * n)) & 0xf;
-        let high = (qh[i] >> (2 * p + n)) & 1;
-        *q = (low | (high << 4)) as i8;
+    for (bit, q) in l.q.chunks_exact_mut(32).enumerate() {
+        for (q, &h) in q.iter_mut().zip(qh) {
+            *q |= (((h >> bit) & 1) << 4) as i8;
+        }
     }
     l
 }
@@ -214,11 +228,19 @@ fn unpack_q6_k(b: &[u8]) -> Levels<16> {
     }
     let ql = &b[q6_k::QL..q6_k::QL + 128];
     let qh = &b[q6_k::QH..q6_k::QH + 64];
-    for (e, q) in l.q.iter_mut().enumerate() {
-        let (h, k, i) = (e / 128, e / 32 % 4, e % 32);
-        let low = (ql[64 * h + 32 * (k % 2) + i] >> (4 * (k / 2))) & 0xf;
-        let high = (qh[32 * h + i] >> (2 * k)) & 3;
-        *q = (low | (high << 4)) as i8 - 32;
+    for ((ql, qh), out) in ql
+        .chunks_exact(64)
+        .zip(qh.chunks_exact(32))
+        .zip(l.q.chunks_exact_mut(128))
+    {
+        for (k, out) in out.chunks_exact_mut(32).enumerate() {
+            let ql = &ql[32 * (k % 2)..32 * (k % 2) + 32];
+            for ((&low, &high), out) in ql.iter().zip(qh).zip(out) {
+                let low = (low >> (4 * (k / 2))) & 0xf;
+                let high = (high >> (2 * k)) & 3;
+                *out = (low | (high << 4)) as i8 - 32;
+            }
+        }
     }
     l
 }
@@ -231,10 +253,12 @@ fn unpack_iq4_xs(b: &[u8]) -> Levels<8> {
         *dst = i32::from(sc) - 32;
     }
     let qs = &b[iq4_xs::QS..iq4_xs::QS + 128];
-    for (e, q) in l.q.iter_mut().enumerate() {
-        let (j, i) = (e / 32, e % 32);
-        let byte = qs[16 * j + i % 16];
-        *q = KVALUES_IQ4NL[usize::from((byte >> (4 * (i / 16))) & 0xf)];
+    for (q, out) in qs.chunks_exact(16).zip(l.q.chunks_exact_mut(32)) {
+        let (low, high) = out.split_at_mut(16);
+        for ((&q, low), high) in q.iter().zip(low).zip(high) {
+            *low = KVALUES_IQ4NL[usize::from(q & 0xf)];
+            *high = KVALUES_IQ4NL[usize::from(q >> 4)];
+        }
     }
     l
 }
