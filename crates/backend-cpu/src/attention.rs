@@ -1,21 +1,28 @@
-//! Causal attention over the KV cache with an online softmax.
+//! Causal attention over the KV cache, blocked, with an online softmax.
 //!
-//! Each (token, KV head) pair is one unit of work, owned by one thread: its query heads walk
-//! the visible positions in blocks, decoding each block of keys and values from the cache type
-//! once for the whole group of query heads that share them. The softmax is computed online
-//! (running maximum and sum, rescaled as larger scores arrive), so a long prompt needs no
-//! score matrix and each block is visited once.
+//! The batch's tokens are cut into tiles of consecutive tokens of one sequence. One unit of
+//! work, owned by one thread, is a tile and a KV head: it walks the positions the tile's tokens
+//! see in blocks, decodes each block of keys and values from the cache type once, and scores
+//! it against every query head of every token of the tile that sees it. The softmax is
+//! computed online (a running maximum and sum, rescaled as larger scores arrive), so a long
+//! prompt needs no score matrix, and each key is decoded once per tile instead of once per
+//! token. Every (token, head) is computed by one thread in a fixed order, so the result does
+//! not depend on the thread count or on how the batch was split.
+
+use std::ops::Range;
 
 use plumb_backend_ref::HostTensor;
-use plumb_model::{Activations, AttentionStep};
+use plumb_model::{Activations, AttentionStep, LayerKv, TokenPos};
 use wide::f32x8;
 
-use crate::kv_storage::{decode, CpuKvStorage};
+use crate::kv_storage::{decode, CpuKvStorage, KvCacheType, LayerStore};
 use crate::pool::{split, ThreadPool};
 use crate::shared_out::SharedOut;
 
 /// Positions decoded and scored together.
 const BLOCK: usize = 32;
+/// Most tokens in a tile.
+const TILE: usize = 16;
 
 /// Stores the batch's keys and values, then attends. The caller has checked the shapes.
 pub fn attention(
@@ -33,65 +40,126 @@ pub fn attention(
     }
     let layer = &*layer;
     let shape = layer.shape;
-    let (hd_k, hd_v, n_kv) = (shape.head_dim_k, shape.head_dim_v, shape.n_head_kv);
-    let group = step.n_head / n_kv;
-
     let n = q.n_tokens();
-    let out_width = step.n_head * hd_v;
+    let out_width = step.n_head * shape.head_dim_v;
     let mut out = vec![0.0f32; n * out_width];
     let shared = SharedOut::new(&mut out);
-    let units = n * n_kv;
+    let tiles = tiles(step.tokens);
+    let units = tiles.len() * shape.n_head_kv;
     pool.run(&|i| {
-        let mut keys = vec![0.0f32; BLOCK * hd_k];
-        let mut values = vec![0.0f32; BLOCK * hd_v];
-        let mut scores = [0.0f32; BLOCK];
-        let mut heads: Vec<HeadState> = (0..group).map(|_| HeadState::new(hd_v)).collect();
+        let mut work = TileWork::new(&shape, step.n_head / shape.n_head_kv);
         for unit in split(units, i, pool.n_threads(), 1) {
-            let (t, g) = (unit / n_kv, unit % n_kv);
-            let place = step.tokens[t];
-            for state in heads.iter_mut() {
-                state.reset();
-            }
-            let visible = shape.visible(place.pos);
-            let mut p0 = visible.start;
-            while p0 < visible.end {
-                let block = p0..(p0 + BLOCK).min(visible.end);
-                let len = block.len();
-                for (r, pos) in block.clone().enumerate() {
-                    let k_row = layer.k_row(place.seq, pos);
-                    decode(
-                        cache_type,
-                        k_row,
-                        g * hd_k,
-                        &mut keys[r * hd_k..(r + 1) * hd_k],
-                    );
-                    let v_row = layer.v_row(place.seq, pos);
-                    decode(
-                        cache_type,
-                        v_row,
-                        g * hd_v,
-                        &mut values[r * hd_v..(r + 1) * hd_v],
-                    );
+            let (tile, g) = (&tiles[unit / shape.n_head_kv], unit % shape.n_head_kv);
+            work.run(layer, cache_type, q, step, tile.clone(), g);
+            for (t, states) in tile.clone().zip(work.states.chunks(work.group)) {
+                for (j, state) in states.iter().enumerate() {
+                    let h = g * work.group + j;
+                    let hd_v = shape.head_dim_v;
+                    // SAFETY: head h of token t belongs to the thread owning unit (tile, g).
+                    let dst = unsafe { shared.slice(t * out_width + h * hd_v, hd_v) };
+                    state.finish(dst);
                 }
-                for (j, state) in heads.iter_mut().enumerate() {
-                    let h = g * group + j;
-                    let q_h = &q.row(t)[h * hd_k..(h + 1) * hd_k];
-                    for (s, key) in scores[..len].iter_mut().zip(keys.chunks_exact(hd_k)) {
-                        *s = step.scale * dot(q_h, key);
-                    }
-                    state.absorb(&scores[..len], &values[..len * hd_v]);
-                }
-                p0 = block.end;
-            }
-            for (j, state) in heads.iter().enumerate() {
-                let h = g * group + j;
-                // SAFETY: head h of token t belongs to the thread owning unit (t, g).
-                let dst = unsafe { shared.slice(t * out_width + h * hd_v, hd_v) };
-                state.finish(dst);
             }
         }
     });
     HostTensor::new(n, out_width, out)
+}
+
+/// Runs of at most [`TILE`] consecutive batch rows that continue one sequence position by
+/// position.
+fn tiles(tokens: &[TokenPos]) -> Vec<Range<usize>> {
+    let mut tiles: Vec<Range<usize>> = Vec::new();
+    for (t, place) in tokens.iter().enumerate() {
+        match tiles.last_mut() {
+            Some(tile)
+                if tile.len() < TILE
+                    && tokens[t - 1].seq == place.seq
+                    && tokens[t - 1].pos + 1 == place.pos =>
+            {
+                tile.end = t + 1
+            }
+            _ => tiles.push(t..t + 1),
+        }
+    }
+    tiles
+}
+
+/// One thread's buffers for attending one tile with one KV head.
+struct TileWork {
+    shape: LayerKv,
+    group: usize,
+    keys: Vec<f32>,
+    values: Vec<f32>,
+    scores: [f32; BLOCK],
+    /// `[token of the tile][query head of the group]`.
+    states: Vec<HeadState>,
+}
+
+impl TileWork {
+    fn new(shape: &LayerKv, group: usize) -> Self {
+        TileWork {
+            shape: *shape,
+            group,
+            keys: vec![0.0; BLOCK * shape.head_dim_k],
+            values: vec![0.0; BLOCK * shape.head_dim_v],
+            scores: [0.0; BLOCK],
+            states: (0..TILE * group)
+                .map(|_| HeadState::new(shape.head_dim_v))
+                .collect(),
+        }
+    }
+
+    fn run(
+        &mut self,
+        layer: &LayerStore,
+        cache_type: KvCacheType,
+        q: &HostTensor,
+        step: &AttentionStep<'_>,
+        tile: Range<usize>,
+        g: usize,
+    ) {
+        let (hd_k, hd_v) = (self.shape.head_dim_k, self.shape.head_dim_v);
+        let seq = step.tokens[tile.start].seq;
+        let visible: Vec<Range<usize>> = tile
+            .clone()
+            .map(|t| self.shape.visible(step.tokens[t].pos))
+            .collect();
+        let first = visible.iter().map(|r| r.start).min().unwrap_or(0);
+        let last = visible.iter().map(|r| r.end).max().unwrap_or(0);
+        self.states.truncate(0);
+        self.states
+            .resize_with(tile.len() * self.group, || HeadState::new(hd_v));
+
+        let mut p0 = first;
+        while p0 < last {
+            let block = p0..(p0 + BLOCK).min(last);
+            for (r, pos) in block.clone().enumerate() {
+                let keys = &mut self.keys[r * hd_k..(r + 1) * hd_k];
+                decode(cache_type, layer.k_row(seq, pos), g * hd_k, keys);
+                let values = &mut self.values[r * hd_v..(r + 1) * hd_v];
+                decode(cache_type, layer.v_row(seq, pos), g * hd_v, values);
+            }
+            for (c, t) in tile.clone().enumerate() {
+                let seen = block.start.max(visible[c].start)..block.end.min(visible[c].end);
+                if seen.is_empty() {
+                    continue;
+                }
+                let rows = seen.start - block.start..seen.end - block.start;
+                let keys = &self.keys[rows.start * hd_k..rows.end * hd_k];
+                let values = &self.values[rows.start * hd_v..rows.end * hd_v];
+                for j in 0..self.group {
+                    let h = g * self.group + j;
+                    let q_h = &q.row(t)[h * hd_k..(h + 1) * hd_k];
+                    let scores = &mut self.scores[..rows.len()];
+                    for (s, key) in scores.iter_mut().zip(keys.chunks_exact(hd_k)) {
+                        *s = step.scale * dot(q_h, key);
+                    }
+                    self.states[c * self.group + j].absorb(scores, values);
+                }
+            }
+            p0 = block.end;
+        }
+    }
 }
 
 /// The running softmax-weighted sum of one query head.
@@ -110,14 +178,8 @@ impl HeadState {
         }
     }
 
-    fn reset(&mut self) {
-        self.max = f32::NEG_INFINITY;
-        self.sum = 0.0;
-        self.acc.fill(0.0);
-    }
-
     /// Takes in one block of scores and their value rows.
-    fn absorb(&mut self, scores: &[f32], values: &[f32]) {
+    fn absorb(&mut self, scores: &mut [f32], values: &[f32]) {
         let block_max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
         if block_max > self.max {
             let rescale = (self.max - block_max).exp();
@@ -127,9 +189,9 @@ impl HeadState {
             }
             self.max = block_max;
         }
+        exp_shifted(scores, self.max);
         let hd = self.acc.len();
-        for (&s, value) in scores.iter().zip(values.chunks_exact(hd)) {
-            let w = (s - self.max).exp();
+        for (&w, value) in scores.iter().zip(values.chunks_exact(hd)) {
             self.sum += w;
             axpy(w, value, &mut self.acc);
         }
@@ -140,6 +202,13 @@ impl HeadState {
         for (o, a) in out.iter_mut().zip(&self.acc) {
             *o = a * inv;
         }
+    }
+}
+
+/// `s ← e^(s − max)` for every score.
+fn exp_shifted(scores: &mut [f32], max: f32) {
+    for s in scores.iter_mut() {
+        *s = (*s - max).exp();
     }
 }
 

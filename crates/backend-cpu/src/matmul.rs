@@ -64,6 +64,9 @@ impl QuantizedRows {
 pub fn matmul(pool: &ThreadPool, x: &HostTensor, w: &Matrix) -> HostTensor {
     let acts = QuantizedRows::new(pool, &w.kernel, x);
     let (n, m) = (x.n_tokens(), w.tensor.n_rows());
+    let weights = w.tensor.bytes();
+    let row_bytes = weights.len() / m;
+    let w_row = |j: usize| &weights[j * row_bytes..(j + 1) * row_bytes];
     let mut out = vec![0.0f32; n * m];
     let shared = SharedOut::new(&mut out);
     let tokens_per_block = (ACT_BLOCK_BYTES / acts.row_bytes.max(1)).clamp(1, n.max(1));
@@ -73,22 +76,28 @@ pub fn matmul(pool: &ThreadPool, x: &HostTensor, w: &Matrix) -> HostTensor {
             // SAFETY: output element j of the one token belongs to the thread owning row j.
             let out = unsafe { shared.slice(rows.start, rows.len()) };
             for (o, j) in out.iter_mut().zip(rows) {
-                *o = w.kernel.dot_unchecked(w.tensor.row_bytes(j), &acts.bytes);
+                *o = w.kernel.dot_unchecked(w_row(j), &acts.bytes);
             }
             return;
         }
-        let mut column = vec![0.0f32; tokens_per_block];
+        // One tile of ROW_BLOCK rows × a block of tokens, row-major by weight row, then
+        // written out token by token: each token's part is ROW_BLOCK contiguous outputs.
+        let mut tile = vec![0.0f32; ROW_BLOCK * tokens_per_block];
         for t0 in (0..n).step_by(tokens_per_block) {
             let tokens = t0..(t0 + tokens_per_block).min(n);
             let block = acts.rows(tokens.clone());
-            let column = &mut column[..tokens.len()];
-            for row_block in (rows.start..rows.end).step_by(ROW_BLOCK) {
-                for j in row_block..(row_block + ROW_BLOCK).min(rows.end) {
-                    w.kernel
-                        .dot_many_unchecked(w.tensor.row_bytes(j), block, column);
-                    for (t, &value) in tokens.clone().zip(column.iter()) {
-                        // SAFETY: column j belongs to the thread owning row j.
-                        unsafe { shared.write(t * m + j, value) };
+            let nt = tokens.len();
+            for j0 in (rows.start..rows.end).step_by(ROW_BLOCK) {
+                let nr = ROW_BLOCK.min(rows.end - j0);
+                for r in 0..nr {
+                    let column = &mut tile[r * nt..(r + 1) * nt];
+                    w.kernel.dot_many_unchecked(w_row(j0 + r), block, column);
+                }
+                for (c, t) in tokens.clone().enumerate() {
+                    // SAFETY: columns j0..j0 + nr belong to the thread owning those rows.
+                    let dst = unsafe { shared.slice(t * m + j0, nr) };
+                    for (r, d) in dst.iter_mut().enumerate() {
+                        *d = tile[r * nt + c];
                     }
                 }
             }

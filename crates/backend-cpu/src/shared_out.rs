@@ -30,12 +30,4 @@ impl<'a, T> SharedOut<'a, T> {
         // SAFETY: in bounds (checked), and exclusive by the caller's contract.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.add(start), len) }
     }
-
-    /// # Safety
-    /// No other thread may access element `i` during the job.
-    pub unsafe fn write(&self, i: usize, value: T) {
-        assert!(i < self.len, "shared output index out of bounds");
-        // SAFETY: in bounds (checked), and exclusive by the caller's contract.
-        unsafe { self.ptr.add(i).write(value) }
-    }
 }
