@@ -289,14 +289,26 @@ impl BlockKernel for Q5K {
     }
 }
 
-/// `x` with the bits of each byte shifted so that bit `from` lands on bit `to` (other bits
-/// are garbage for the caller to mask off).
+/// `x` with the bits of each byte shifted so that bit `from` (0..8) lands on bit `to` (other
+/// bits are garbage for the caller to mask off). The callers' loops are unrolled, so the
+/// `match` folds to one shift by an immediate, which is cheaper than a shift by a register
+/// count on some CPUs.
 #[inline(always)]
 unsafe fn move_bit(x: __m256i, from: usize, to: usize) -> __m256i {
-    if from <= to {
-        _mm256_sll_epi16(x, _mm_cvtsi32_si128((to - from) as i32))
-    } else {
-        _mm256_srl_epi16(x, _mm_cvtsi32_si128((from - to) as i32))
+    match to as isize - from as isize {
+        -7 => _mm256_srli_epi16::<7>(x),
+        -6 => _mm256_srli_epi16::<6>(x),
+        -5 => _mm256_srli_epi16::<5>(x),
+        -4 => _mm256_srli_epi16::<4>(x),
+        -3 => _mm256_srli_epi16::<3>(x),
+        -2 => _mm256_srli_epi16::<2>(x),
+        -1 => _mm256_srli_epi16::<1>(x),
+        0 => x,
+        1 => _mm256_slli_epi16::<1>(x),
+        2 => _mm256_slli_epi16::<2>(x),
+        3 => _mm256_slli_epi16::<3>(x),
+        4 => _mm256_slli_epi16::<4>(x),
+        shift => _mm256_sll_epi16(x, _mm_cvtsi32_si128(shift as i32)),
     }
 }
 
