@@ -31,7 +31,7 @@ fn the_same_seed_gives_the_same_text() {
                 "-p",
                 "Once upon a time",
                 "-n",
-                "12",
+                "8",
                 "--temp",
                 "0.8",
                 "--seed",
@@ -42,9 +42,9 @@ fn the_same_seed_gives_the_same_text() {
     };
     let first = sample("1234");
     assert_eq!(sample("1234"), first);
-    // Twelve tokens at temperature 0.8 from a story opening: three other seeds all giving
-    // this exact text would mean the seed is ignored.
-    let others = ["1", "2", "3"].map(sample);
+    // Eight tokens at temperature 0.8 from a story opening: two other seeds both giving this
+    // exact text would mean the seed is ignored.
+    let others = ["1", "2"].map(sample);
     assert!(others.iter().any(|o| *o != first), "{first:?} {others:?}");
 
     let (_, stderr) = run_ok(&model, &["-p", "Hi", "-n", "1"]);

@@ -28,8 +28,6 @@ use crate::generation_args::{load, GenerationArgs};
 
 #[derive(clap::Args)]
 pub struct Args {
-    #[command(flatten)]
-    gen: GenerationArgs,
     /// The system message
     #[arg(long, value_name = "TEXT")]
     system: Option<String>,
@@ -44,6 +42,9 @@ pub struct Args {
         allow_negative_numbers = true
     )]
     n_predict: i64,
+    // Last: the help heading of the sampling flags, at its end, applies to any flag after it.
+    #[command(flatten)]
+    gen: GenerationArgs,
 }
 
 const HELP: &str = "\

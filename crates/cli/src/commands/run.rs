@@ -25,8 +25,6 @@ use crate::generation_args::{load, GenerationArgs};
 
 #[derive(clap::Args)]
 pub struct Args {
-    #[command(flatten)]
-    gen: GenerationArgs,
     /// The prompt; `-` reads it from stdin (with --chat, the user's message)
     #[arg(short, long, conflicts_with = "file", required_unless_present = "file")]
     prompt: Option<String>,
@@ -57,6 +55,9 @@ pub struct Args {
     /// Print the timings on stderr as one JSON object
     #[arg(long)]
     json: bool,
+    // Last: the help heading of the sampling flags, at its end, applies to any flag after it.
+    #[command(flatten)]
+    gen: GenerationArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
