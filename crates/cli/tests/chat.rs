@@ -246,3 +246,29 @@ fn ctrl_c_stops_the_reply_and_keeps_the_session() {
     let shown = [first.as_slice(), &rest].concat();
     assert_eq!(String::from_utf8_lossy(&shown), format!("{reply}\n"));
 }
+
+#[test]
+fn a_full_context_cuts_the_reply_and_then_refuses_the_next_turn() {
+    let model = require_model!("smollm2-135m");
+    // The first prompt is 27 tokens: the reply gets the 3 left, then the conversation no
+    // longer fits.
+    let args = ["--temp", "0", "--system", SYSTEM, "-c", "30"];
+    let out = chat(&model, &args, &format!("{FIRST}\n{SECOND}\n"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let (prompt, _, _, generated, stop) = turn_stats(&stderr, 1);
+    assert_eq!(
+        (prompt + generated, stop.as_str()),
+        (30, "context"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("the context of 30 tokens is full; the reply was cut short"),
+        "{stderr}"
+    );
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("a context of 30 has room for at most 29 prompt tokens")
+            && stderr.contains("--ctx-size"),
+        "{stderr}"
+    );
+}
