@@ -216,7 +216,7 @@ fn command_line<B: Backend>(line: &str, chat: &mut ChatSession<'_, B>) -> anyhow
         }
         "save" => {
             let path = file_argument(name, rest)?;
-            std::fs::write(path, Transcript::new(chat.messages()).to_json())
+            std::fs::write(path, Transcript::new(chat.messages()).to_json() + "\n")
                 .with_context(|| format!("writing {}", path.display()))?;
             eprintln!(
                 "(saved {} messages to {})",
