@@ -28,31 +28,39 @@ const TYPES: [GgmlType; 9] = [
 
 const EPS: f64 = f32::EPSILON as f64 / 2.0;
 
-/// The instruction sets this family must have a kernel for, on this target, for `ty`.
-fn expected_isas(ty: GgmlType) -> Vec<Isa> {
+/// The instruction sets this family must have a kernel for, for every type, on this target.
+fn expected_isas() -> Vec<Isa> {
     let mut isas = vec![Isa::Scalar];
-    let _ = ty;
     if cfg!(target_arch = "x86_64") {
         isas.extend([Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni]);
+    }
+    if cfg!(target_arch = "aarch64") {
+        isas.extend([Isa::Neon, Isa::NeonDotprod]);
     }
     isas
 }
 
-/// The SIMD instruction sets to compare with the scalar kernel for `ty`; those this CPU lacks
-/// are skipped loudly.
-fn simd_isas(test: &str, ty: GgmlType) -> Vec<Isa> {
-    let available = Isa::available();
-    expected_isas(ty)
-        .into_iter()
-        .filter(|&isa| isa != Isa::Scalar)
-        .filter(|isa| {
-            let ok = available.contains(isa);
-            if !ok {
-                plumb_testutil::skip(test, &format!("this CPU lacks {}", isa.name()));
-            }
-            ok
-        })
-        .collect()
+/// The SIMD instruction sets to compare with the scalar kernel; those this CPU lacks are
+/// skipped, loudly but once per test binary.
+fn simd_isas() -> &'static [Isa] {
+    static ISAS: std::sync::OnceLock<Vec<Isa>> = std::sync::OnceLock::new();
+    ISAS.get_or_init(|| {
+        let available = Isa::available();
+        expected_isas()
+            .into_iter()
+            .filter(|&isa| isa != Isa::Scalar)
+            .filter(|isa| {
+                let ok = available.contains(isa);
+                if !ok {
+                    plumb_testutil::skip(
+                        "vec_dot_blocks32",
+                        &format!("this CPU lacks {}", isa.name()),
+                    );
+                }
+                ok
+            })
+            .collect()
+    })
 }
 
 /// A small xorshift generator: the bulk of each case comes from one proptest-chosen seed.
@@ -479,7 +487,7 @@ fn check_simd(case: &Case, isa: Isa) {
 
 fn check(case: Case) {
     check_scalar(&case);
-    for isa in simd_isas("vec_dot_blocks32", case.ty) {
+    for &isa in simd_isas() {
         check_simd(&case, isa);
     }
 }
@@ -517,15 +525,15 @@ type_tests! {
 #[test]
 fn every_isa_has_every_type() {
     let available = Isa::available();
-    for ty in TYPES {
-        for isa in expected_isas(ty) {
-            if !available.contains(&isa) {
-                plumb_testutil::skip(
-                    "every_isa_has_every_type",
-                    &format!("this CPU lacks {}", isa.name()),
-                );
-                continue;
-            }
+    for isa in expected_isas() {
+        if !available.contains(&isa) {
+            plumb_testutil::skip(
+                "every_isa_has_every_type",
+                &format!("this CPU lacks {}", isa.name()),
+            );
+            continue;
+        }
+        for ty in TYPES {
             let k = kernel(ty, isa);
             let want = match ty {
                 GgmlType::Q4_1 | GgmlType::Q5_1 => GgmlType::Q8_1,

@@ -10,6 +10,10 @@ mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 mod formats;
+#[cfg(target_arch = "aarch64")]
+mod neon;
+#[cfg(target_arch = "aarch64")]
+mod neon_quantize;
 mod quantize;
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 mod rows;
@@ -29,6 +33,10 @@ pub(super) fn kernel(weight_type: GgmlType, isa: Isa) -> Option<KernelFns> {
         Isa::Avx512 => avx512::kernel(weight_type, false),
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512Vnni => avx512::kernel(weight_type, true),
+        #[cfg(target_arch = "aarch64")]
+        Isa::Neon => neon::kernel(weight_type, false),
+        #[cfg(target_arch = "aarch64")]
+        Isa::NeonDotprod => neon::kernel(weight_type, true),
         _ => None,
     }
 }
