@@ -496,7 +496,7 @@ macro_rules! type_tests {
     ($($name:ident: $ty:expr),* $(,)?) => {
         proptest! {
             #![proptest_config(ProptestConfig {
-                cases: 96,
+                cases: 256,
                 failure_persistence: None,
                 ..ProptestConfig::default()
             })]
@@ -640,4 +640,34 @@ fn bench_k896() {
             );
         }
     }
+}
+
+/// Real weights: the first rows of every matrix of smollm2-135m (Q4_1, Q8_0) against normal
+/// activations and activations with an outlier, through every check above.
+#[test]
+fn smollm2_weights() {
+    let path = plumb_testutil::require_model!("smollm2-135m");
+    let file = plumb_gguf::GgufFile::open(&path).expect("model opens");
+    let mut rng = Rng::new(7);
+    let mut matrices = 0;
+    for info in file.tensors() {
+        if !TYPES.contains(&info.ggml_type) || info.shape.len() != 2 {
+            continue;
+        }
+        matrices += 1;
+        let n = info.shape[0] as usize;
+        let row_bytes = info.row_bytes() as usize;
+        for w in file.tensor_data(info).chunks_exact(row_bytes).take(2) {
+            let acts = [Acts::Normal, Acts::Outlier, Acts::WideRange]
+                .map(|style| act_row(info.ggml_type, n, style, &mut rng))
+                .to_vec();
+            check(Case {
+                ty: info.ggml_type,
+                n,
+                w: w.to_vec(),
+                acts,
+            });
+        }
+    }
+    assert!(matrices > 100, "only {matrices} matrices of this family");
 }

@@ -1,8 +1,8 @@
 //! AVX-512 kernels ([`Isa::Avx512`] and [`Isa::Avx512Vnni`]): two 32-element blocks per
 //! 512-bit register.
 //!
-//! Integer types: a pair of weight blocks is unpacked once to 64 bytes and used for up to four
-//! activation rows. The byte products are summed by `vpmaddubsw` + `vpmaddwd` (AVX-512BW) or
+//! Integer types: a pair of weight blocks is unpacked once to 64 bytes and used for up to
+//! eight activation rows. The byte products are summed by `vpmaddubsw` + `vpmaddwd` (AVX-512BW) or
 //! by `vpdpbusd` (VNNI), both unsigned × signed, so signed weights are split into magnitudes
 //! and a sign mask that is applied to the activations (which lie in −127..=127, so negating
 //! them never overflows). Each block's i32 lanes are converted once and scaled by
