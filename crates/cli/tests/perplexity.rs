@@ -70,19 +70,6 @@ fn smollm2_perplexity_matches_llama_cpp() {
     matches_llama_cpp_perplexity("smollm2-135m");
 }
 
-/// qwen2.5-coder-0.5b takes about 10 minutes on the reference backend on 2 cores, so it runs
-/// when PLUMB_SLOW_TESTS=1 until a fast backend is the default.
-fn slow_tests_enabled(test: &str) -> bool {
-    let enabled = std::env::var("PLUMB_SLOW_TESTS").is_ok_and(|v| v == "1");
-    if !enabled {
-        plumb_testutil::skip(
-            test,
-            "slow on the reference backend; set PLUMB_SLOW_TESTS=1 to run it",
-        );
-    }
-    enabled
-}
-
 #[test]
 fn gemma3_perplexity_matches_llama_cpp() {
     matches_llama_cpp_perplexity("gemma3-270m");
@@ -90,9 +77,7 @@ fn gemma3_perplexity_matches_llama_cpp() {
 
 #[test]
 fn qwen2_perplexity_matches_llama_cpp() {
-    if slow_tests_enabled("qwen2_perplexity_matches_llama_cpp") {
-        matches_llama_cpp_perplexity("qwen2.5-coder-0.5b");
-    }
+    matches_llama_cpp_perplexity("qwen2.5-coder-0.5b");
 }
 
 #[test]
