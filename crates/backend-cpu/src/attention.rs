@@ -16,13 +16,18 @@ use plumb_model::{Activations, AttentionStep, LayerKv, TokenPos};
 use wide::f32x8;
 
 use crate::kv_storage::{decode, CpuKvStorage, KvCacheType, LayerStore};
-use crate::pool::{split, ThreadPool};
+use crate::pool::{for_each_unit, ThreadPool};
 use crate::shared_out::SharedOut;
 
 /// Positions decoded and scored together.
 const BLOCK: usize = 32;
 /// Most tokens in a tile.
 const TILE: usize = 16;
+
+thread_local! {
+    /// Each pool thread's buffers, kept between calls.
+    static WORK: std::cell::RefCell<Option<TileWork>> = const { std::cell::RefCell::new(None) };
+}
 
 /// Stores the batch's keys and values, then attends. The caller has checked the shapes.
 pub fn attention(
@@ -46,21 +51,25 @@ pub fn attention(
     let shared = SharedOut::new(&mut out);
     let tiles = tiles(step.tokens);
     let units = tiles.len() * shape.n_head_kv;
-    pool.run(&|i| {
-        let mut work = TileWork::new(&shape, step.n_head / shape.n_head_kv);
-        for unit in split(units, i, pool.n_threads(), 1) {
-            let (tile, g) = (&tiles[unit / shape.n_head_kv], unit % shape.n_head_kv);
+    for_each_unit(pool, units, &|unit| {
+        let (tile, g) = (&tiles[unit / shape.n_head_kv], unit % shape.n_head_kv);
+        WORK.with_borrow_mut(|work| {
+            let work =
+                work.get_or_insert_with(|| TileWork::new(&shape, step.n_head / shape.n_head_kv));
+            if work.shape != shape || work.group != step.n_head / shape.n_head_kv {
+                *work = TileWork::new(&shape, step.n_head / shape.n_head_kv);
+            }
             work.run(layer, cache_type, q, step, tile.clone(), g);
             for (t, states) in tile.clone().zip(work.states.chunks(work.group)) {
                 for (j, state) in states.iter().enumerate() {
                     let h = g * work.group + j;
                     let hd_v = shape.head_dim_v;
-                    // SAFETY: head h of token t belongs to the thread owning unit (tile, g).
+                    // SAFETY: head h of token t belongs to whichever thread runs unit (tile, g).
                     let dst = unsafe { shared.slice(t * out_width + h * hd_v, hd_v) };
                     state.finish(dst);
                 }
             }
-        }
+        });
     });
     HostTensor::new(n, out_width, out)
 }
@@ -109,7 +118,61 @@ impl TileWork {
         }
     }
 
+    /// Attends `tile` with KV head `g`, compiled for the widest vector unit this CPU has: the
+    /// loops below are plain so that the compiler vectorizes them for it.
     fn run(
+        &mut self,
+        layer: &LayerStore,
+        cache_type: KvCacheType,
+        q: &HostTensor,
+        step: &AttentionStep<'_>,
+        tile: Range<usize>,
+        g: usize,
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if *HAS_AVX512 {
+                // SAFETY: the CPU has AVX-512F (checked at run time).
+                return unsafe { self.run_avx512(layer, cache_type, q, step, tile, g) };
+            }
+            if *HAS_AVX2_FMA {
+                // SAFETY: the CPU has AVX2 and FMA (checked at run time).
+                return unsafe { self.run_avx2(layer, cache_type, q, step, tile, g) };
+            }
+        }
+        self.run_body(layer, cache_type, q, step, tile, g)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    unsafe fn run_avx512(
+        &mut self,
+        layer: &LayerStore,
+        cache_type: KvCacheType,
+        q: &HostTensor,
+        step: &AttentionStep<'_>,
+        tile: Range<usize>,
+        g: usize,
+    ) {
+        self.run_body(layer, cache_type, q, step, tile, g)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn run_avx2(
+        &mut self,
+        layer: &LayerStore,
+        cache_type: KvCacheType,
+        q: &HostTensor,
+        step: &AttentionStep<'_>,
+        tile: Range<usize>,
+        g: usize,
+    ) {
+        self.run_body(layer, cache_type, q, step, tile, g)
+    }
+
+    #[inline(always)]
+    fn run_body(
         &mut self,
         layer: &LayerStore,
         cache_type: KvCacheType,
@@ -126,9 +189,13 @@ impl TileWork {
             .collect();
         let first = visible.iter().map(|r| r.start).min().unwrap_or(0);
         let last = visible.iter().map(|r| r.end).max().unwrap_or(0);
-        self.states.truncate(0);
-        self.states
-            .resize_with(tile.len() * self.group, || HeadState::new(hd_v));
+        let needed = tile.len() * self.group;
+        if self.states.len() < needed {
+            self.states.resize_with(needed, || HeadState::new(hd_v));
+        }
+        for state in &mut self.states[..needed] {
+            state.reset();
+        }
 
         let mut p0 = first;
         while p0 < last {
@@ -178,7 +245,14 @@ impl HeadState {
         }
     }
 
+    fn reset(&mut self) {
+        self.max = f32::NEG_INFINITY;
+        self.sum = 0.0;
+        self.acc.fill(0.0);
+    }
+
     /// Takes in one block of scores and their value rows.
+    #[inline(always)]
     fn absorb(&mut self, scores: &mut [f32], values: &[f32]) {
         let block_max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
         if block_max > self.max {
@@ -205,9 +279,19 @@ impl HeadState {
     }
 }
 
-/// `s ← e^(s − max)` for every score.
+/// `s ← e^(s − max)` for every score (all `s ≤ max`, so nothing overflows).
+#[inline(always)]
 fn exp_shifted(scores: &mut [f32], max: f32) {
-    for s in scores.iter_mut() {
+    let m = f32x8::splat(max);
+    let floor = f32x8::splat(-87.0);
+    let mut chunks = scores.chunks_exact_mut(8);
+    for c in &mut chunks {
+        // Clamped: `wide`'s exp gives 0 rather than a tiny value from −88 on, which is what
+        // the weight should be anyway, but it must not be fed −∞ − −∞.
+        let e = (lanes(c) - m).fast_max(floor).exp();
+        c.copy_from_slice(&e.to_array());
+    }
+    for s in chunks.into_remainder() {
         *s = (*s - max).exp();
     }
 }
@@ -216,31 +300,40 @@ fn lanes(s: &[f32]) -> f32x8 {
     f32x8::new(s.try_into().expect("8 lanes"))
 }
 
+/// Lanes of the plain loops below: wide enough for AVX-512, split into independent sums so
+/// the compiler may vectorize without reassociating.
+const LANES: usize = 16;
+
+#[inline(always)]
 fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
     let tail: f32 = ca
         .remainder()
         .iter()
         .zip(cb.remainder())
         .map(|(x, y)| x * y)
         .sum();
-    let mut acc = f32x8::ZERO;
+    let mut acc = [0.0f32; LANES];
     for (x, y) in ca.zip(cb) {
-        acc = lanes(x).mul_add(lanes(y), acc);
+        for i in 0..LANES {
+            acc[i] += x[i] * y[i];
+        }
     }
-    acc.reduce_add() + tail
+    acc.iter().sum::<f32>() + tail
 }
 
 /// `acc += w · x`.
+#[inline(always)]
 fn axpy(w: f32, x: &[f32], acc: &mut [f32]) {
-    let wv = f32x8::splat(w);
-    let mut ca = acc.chunks_exact_mut(8);
-    let mut cx = x.chunks_exact(8);
-    for (a, v) in (&mut ca).zip(&mut cx) {
-        let r = lanes(v).mul_add(wv, lanes(a));
-        a.copy_from_slice(&r.to_array());
-    }
-    for (a, v) in ca.into_remainder().iter_mut().zip(cx.remainder()) {
+    for (a, v) in acc.iter_mut().zip(x) {
         *a += w * v;
     }
 }
+
+#[cfg(target_arch = "x86_64")]
+static HAS_AVX512: std::sync::LazyLock<bool> =
+    std::sync::LazyLock::new(|| std::arch::is_x86_feature_detected!("avx512f"));
+#[cfg(target_arch = "x86_64")]
+static HAS_AVX2_FMA: std::sync::LazyLock<bool> = std::sync::LazyLock::new(|| {
+    std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+});

@@ -11,15 +11,21 @@ use plumb_backend_ref::HostTensor;
 use plumb_ggml::DotKernel;
 use plumb_model::{Activations, WeightTensor};
 
-use crate::pool::{split, ThreadPool};
+use crate::pool::{for_each_unit, split, ThreadPool};
 use crate::shared_out::SharedOut;
 
-/// Weight rows a thread's part is rounded to, so that parts start on cache-line-friendly rows.
-const ROW_ALIGN: usize = 16;
+/// Weight rows per unit of work when decoding one token, and when processing a prompt.
+const ROWS_PER_UNIT_DECODE: usize = 256;
+const ROWS_PER_UNIT_PROMPT: usize = 64;
 /// Bytes of quantized activations walked against one weight row at a time: they stay in L2.
 const ACT_BLOCK_BYTES: usize = 192 * 1024;
 /// Weight rows walked against one block of activations: they stay in L1.
 const ROW_BLOCK: usize = 16;
+
+thread_local! {
+    /// Each pool thread's output tile, kept between calls.
+    static TILE: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
 
 /// A weight matrix and the kernel for its type.
 #[derive(Clone)]
@@ -70,10 +76,17 @@ pub fn matmul(pool: &ThreadPool, x: &HostTensor, w: &Matrix) -> HostTensor {
     let mut out = vec![0.0f32; n * m];
     let shared = SharedOut::new(&mut out);
     let tokens_per_block = (ACT_BLOCK_BYTES / acts.row_bytes.max(1)).clamp(1, n.max(1));
-    pool.run(&|i| {
-        let rows = split(m, i, pool.n_threads(), ROW_ALIGN);
+    // Rows are handed out in chunks to whichever thread is free: cores of a shared machine do
+    // not run at equal speed, and a static split would leave the faster one waiting.
+    let chunk = if n == 1 {
+        ROWS_PER_UNIT_DECODE
+    } else {
+        ROWS_PER_UNIT_PROMPT
+    };
+    for_each_unit(pool, m.div_ceil(chunk), &|unit| {
+        let rows = unit * chunk..((unit + 1) * chunk).min(m);
         if n == 1 {
-            // SAFETY: output element j of the one token belongs to the thread owning row j.
+            // SAFETY: output element j of the one token belongs to the unit owning row j.
             let out = unsafe { shared.slice(rows.start, rows.len()) };
             for (o, j) in out.iter_mut().zip(rows) {
                 *o = w.kernel.dot_unchecked(w_row(j), &acts.bytes);
@@ -82,26 +95,28 @@ pub fn matmul(pool: &ThreadPool, x: &HostTensor, w: &Matrix) -> HostTensor {
         }
         // One tile of ROW_BLOCK rows × a block of tokens, row-major by weight row, then
         // written out token by token: each token's part is ROW_BLOCK contiguous outputs.
-        let mut tile = vec![0.0f32; ROW_BLOCK * tokens_per_block];
-        for t0 in (0..n).step_by(tokens_per_block) {
-            let tokens = t0..(t0 + tokens_per_block).min(n);
-            let block = acts.rows(tokens.clone());
-            let nt = tokens.len();
-            for j0 in (rows.start..rows.end).step_by(ROW_BLOCK) {
-                let nr = ROW_BLOCK.min(rows.end - j0);
-                for r in 0..nr {
-                    let column = &mut tile[r * nt..(r + 1) * nt];
-                    w.kernel.dot_many_unchecked(w_row(j0 + r), block, column);
-                }
-                for (c, t) in tokens.clone().enumerate() {
-                    // SAFETY: columns j0..j0 + nr belong to the thread owning those rows.
-                    let dst = unsafe { shared.slice(t * m + j0, nr) };
-                    for (r, d) in dst.iter_mut().enumerate() {
-                        *d = tile[r * nt + c];
+        TILE.with_borrow_mut(|tile| {
+            tile.resize(ROW_BLOCK * tokens_per_block, 0.0);
+            for t0 in (0..n).step_by(tokens_per_block) {
+                let tokens = t0..(t0 + tokens_per_block).min(n);
+                let block = acts.rows(tokens.clone());
+                let nt = tokens.len();
+                for j0 in (rows.start..rows.end).step_by(ROW_BLOCK) {
+                    let nr = ROW_BLOCK.min(rows.end - j0);
+                    for r in 0..nr {
+                        let column = &mut tile[r * nt..(r + 1) * nt];
+                        w.kernel.dot_many_unchecked(w_row(j0 + r), block, column);
+                    }
+                    for (c, t) in tokens.clone().enumerate() {
+                        // SAFETY: columns j0..j0 + nr belong to the unit owning those rows.
+                        let dst = unsafe { shared.slice(t * m + j0, nr) };
+                        for (r, d) in dst.iter_mut().enumerate() {
+                            *d = tile[r * nt + c];
+                        }
                     }
                 }
             }
-        }
+        });
     });
     HostTensor::new(n, m, out)
 }

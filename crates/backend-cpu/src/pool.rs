@@ -152,6 +152,21 @@ impl Drop for ThreadPool {
     }
 }
 
+/// Runs `work(unit)` for every unit of `0..n_units` on the pool, handing units out one at a
+/// time to whichever thread is free: for work whose units differ in cost, such as causal
+/// attention, where later tokens see more keys. Each unit is still computed whole by one
+/// thread, so results do not depend on who ran it.
+pub fn for_each_unit(pool: &ThreadPool, n_units: usize, work: &(dyn Fn(usize) + Sync)) {
+    let next = AtomicUsize::new(0);
+    pool.run(&|_| loop {
+        let unit = next.fetch_add(1, Ordering::Relaxed);
+        if unit >= n_units {
+            break;
+        }
+        work(unit);
+    });
+}
+
 /// The part of `0..n` that thread `index` of `n_threads` owns, in whole multiples of `align`
 /// (the last part takes the remainder).
 pub fn split(n: usize, index: usize, n_threads: usize, align: usize) -> std::ops::Range<usize> {

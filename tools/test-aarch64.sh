@@ -1,0 +1,16 @@
+#!/bin/sh
+# Cross-builds plumb-ggml for aarch64 and runs its kernel tests under qemu user emulation,
+# once with a CPU that has the dot-product extension (NEON and NEON dotprod kernels) and once
+# with one that lacks it (NEON only; the dotprod tests skip loudly).
+#
+# Needs: rustup target add aarch64-unknown-linux-gnu; apt-get install qemu-user gcc-aarch64-linux-gnu
+set -eu
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target/aarch64-cross}"
+export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
+for cpu in max cortex-a53; do
+    echo "== qemu-aarch64 -cpu $cpu"
+    CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -L /usr/aarch64-linux-gnu -cpu $cpu" \
+        cargo test --release --target aarch64-unknown-linux-gnu -p plumb-ggml \
+        --test vec_dot_blocks32 --test vec_dot_superblocks "$@"
+done
