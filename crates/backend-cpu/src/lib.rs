@@ -184,7 +184,7 @@ impl Backend for CpuBackend {
     }
 
     fn scale(&self, x: HostTensor, factor: f32) -> Result<HostTensor> {
-        Ok(ops::scale(x, factor))
+        Ok(plumb_backend_ref::ops::scale(x, factor))
     }
 
     fn rope(
@@ -228,7 +228,7 @@ impl Backend for CpuBackend {
 
     fn select_rows(&self, x: &HostTensor, rows: &[usize]) -> Result<HostTensor> {
         CHECK.rows(x, rows)?;
-        Ok(ops::select_rows(x, rows))
+        Ok(plumb_backend_ref::ops::select_rows(x, rows))
     }
 
     fn to_host(&self, x: &HostTensor) -> Result<Vec<f32>> {

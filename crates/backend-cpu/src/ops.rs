@@ -72,13 +72,6 @@ pub fn add_bias(pool: &ThreadPool, mut x: HostTensor, bias: &[f32]) -> HostTenso
     x
 }
 
-pub fn scale(mut x: HostTensor, factor: f32) -> HostTensor {
-    for v in x.data_mut() {
-        *v *= factor;
-    }
-    x
-}
-
 /// Rotates every `head_dim`-wide head of row `t` by the angles of `positions[t]`. The angles
 /// are the reference's (f64, from [`Rope::theta`]), computed once per row for all its heads.
 pub fn rope(
@@ -194,14 +187,6 @@ pub fn add(pool: &ThreadPool, a: &HostTensor, b: &HostTensor) -> HostTensor {
         }
     });
     out
-}
-
-pub fn select_rows(x: &HostTensor, rows: &[usize]) -> HostTensor {
-    let data = rows
-        .iter()
-        .flat_map(|&r| x.row(r).iter().copied())
-        .collect();
-    HostTensor::new(rows.len(), x.width(), data)
 }
 
 #[cfg(test)]

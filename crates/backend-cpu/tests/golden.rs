@@ -1,10 +1,15 @@
-//! The cpu backend (2 threads, f16 KV cache) against llama.cpp's golden logits, for every shipped model and
-//! golden prompt: mean coarsened KL, firm top-1 agreement and the firm greedy continuation
-//! (thresholds and definitions in `plumb_testutil::golden`). Each prompt's measurements are
-//! printed as a table row; run with `--nocapture` to see them.
+//! Both CPU backends against llama.cpp's golden logits, for every shipped model and golden
+//! prompt: mean coarsened KL, firm top-1 agreement and the firm greedy continuation (thresholds
+//! and definitions in `plumb_testutil::golden`). The reference runs in f32; the cpu backend
+//! with 2 threads, 8-bit activations and its default f16 KV cache. Each prompt's measurements
+//! are printed as a table row; run with `--nocapture` to see them.
+//!
+//! The reference backend's test lives here rather than in its own crate so that one generic
+//! harness serves both; this crate depends on the reference anyway.
 
 use plumb_backend_cpu::{CpuBackend, KvCacheType};
-use plumb_model::{KvConfig, LogitsFor, Model};
+use plumb_backend_ref::RefBackend;
+use plumb_model::{Backend, KvConfig, LogitsFor, Model};
 use plumb_testutil::golden::{
     check_every_prompt, score_teacher_forced, teacher_forced_len, GoldenLogits, GoldenPrompt,
     Scorecard,
@@ -14,7 +19,7 @@ use plumb_testutil::{require_model, require_shared};
 /// Tokens per forward pass; bounds the logits held at once (gemma3: 128 × 262144 floats).
 const CHUNK: usize = 128;
 
-fn score(model: &Model<CpuBackend>, prompt: &GoldenPrompt) -> Scorecard {
+fn score<B: Backend>(model: &Model<B>, prompt: &GoldenPrompt) -> Scorecard {
     let mut cache = model
         .new_kv_cache(KvConfig {
             n_ctx: teacher_forced_len(prompt),
@@ -28,26 +33,46 @@ fn score(model: &Model<CpuBackend>, prompt: &GoldenPrompt) -> Scorecard {
     })
 }
 
-fn check_model(name: &str) {
+fn check_model<B: Backend>(name: &str, backend: B) {
     let model_path = require_model!(name);
     let golden_path = require_shared!(&format!("golden/{name}/logits.gguf"));
     let golden = GoldenLogits::open(&golden_path).unwrap();
-    let model = Model::load(&model_path, CpuBackend::new(2, KvCacheType::F16).unwrap()).unwrap();
+    let label = format!("{name} ({})", backend.name());
+    let model = Model::load(&model_path, backend).unwrap();
     assert_eq!(model.hparams().n_vocab, golden.n_vocab);
-    check_every_prompt(name, &golden, |prompt| score(&model, prompt));
+    check_every_prompt(&label, &golden, |prompt| score(&model, prompt));
+}
+
+fn cpu() -> CpuBackend {
+    CpuBackend::new(2, KvCacheType::F16).unwrap()
 }
 
 #[test]
-fn smollm2_matches_llama_cpp() {
-    check_model("smollm2-135m");
+fn smollm2_on_ref_matches_llama_cpp() {
+    check_model("smollm2-135m", RefBackend::new());
 }
 
 #[test]
-fn qwen2_matches_llama_cpp() {
-    check_model("qwen2.5-coder-0.5b");
+fn qwen2_on_ref_matches_llama_cpp() {
+    check_model("qwen2.5-coder-0.5b", RefBackend::new());
 }
 
 #[test]
-fn gemma3_matches_llama_cpp() {
-    check_model("gemma3-270m");
+fn gemma3_on_ref_matches_llama_cpp() {
+    check_model("gemma3-270m", RefBackend::new());
+}
+
+#[test]
+fn smollm2_on_cpu_matches_llama_cpp() {
+    check_model("smollm2-135m", cpu());
+}
+
+#[test]
+fn qwen2_on_cpu_matches_llama_cpp() {
+    check_model("qwen2.5-coder-0.5b", cpu());
+}
+
+#[test]
+fn gemma3_on_cpu_matches_llama_cpp() {
+    check_model("gemma3-270m", cpu());
 }

@@ -8,7 +8,7 @@
 mod attention;
 mod checks;
 mod matmul;
-mod ops;
+pub mod ops;
 mod tensor;
 
 use plumb_model::{Activation, AttentionStep, Backend, KvLayout, Result, Rope, WeightTensor};

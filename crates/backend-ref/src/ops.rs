@@ -1,4 +1,5 @@
-//! The elementwise and per-row operations, written out plainly.
+//! The elementwise and per-row operations, written out plainly. Other host backends reuse
+//! the ones that only move data (`select_rows`) or cannot be done differently (`scale`).
 
 use plumb_model::{Activation, Activations, Rope};
 
