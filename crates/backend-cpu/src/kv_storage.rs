@@ -25,15 +25,6 @@ impl KvCacheType {
         }
     }
 
-    pub fn parse(name: &str) -> Option<KvCacheType> {
-        Some(match name {
-            "f32" => KvCacheType::F32,
-            "f16" => KvCacheType::F16,
-            "q8_0" => KvCacheType::Q8_0,
-            _ => return None,
-        })
-    }
-
     pub(crate) fn ggml_type(self) -> GgmlType {
         match self {
             KvCacheType::F32 => GgmlType::F32,
@@ -63,6 +54,20 @@ pub(crate) struct LayerStore {
     v_row_bytes: usize,
 }
 
+impl std::str::FromStr for KvCacheType {
+    type Err = String;
+
+    /// llama.cpp's names for `--cache-type-k`/`-v`: `f32`, `f16`, `q8_0`.
+    fn from_str(name: &str) -> Result<Self, String> {
+        Ok(match name {
+            "f32" => KvCacheType::F32,
+            "f16" => KvCacheType::F16,
+            "q8_0" => KvCacheType::Q8_0,
+            _ => return Err(format!("unknown cache type {name:?}; use f32, f16 or q8_0")),
+        })
+    }
+}
+
 impl CpuKvStorage {
     pub fn new(layout: &KvLayout, cache_type: KvCacheType) -> CpuKvStorage {
         let layers = layout
@@ -84,24 +89,12 @@ impl CpuKvStorage {
         CpuKvStorage { cache_type, layers }
     }
 
-    pub fn cache_type(&self) -> KvCacheType {
-        self.cache_type
-    }
-
     pub fn n_layers(&self) -> usize {
         self.layers.len()
     }
 
     pub fn layer_shape(&self, layer: usize) -> &LayerKv {
         &self.layers[layer].shape
-    }
-
-    /// Bytes held, K and V of every layer.
-    pub fn size_bytes(&self) -> usize {
-        self.layers
-            .iter()
-            .map(|l| 4 * (l.k.len() + l.v.len()))
-            .sum()
     }
 }
 

@@ -22,16 +22,16 @@ use plumb_ggml::{DotKernel, Isa};
 use plumb_model::{Activation, AttentionStep, Backend, KvLayout, Result, Rope, WeightTensor};
 
 pub use kv_storage::{CpuKvStorage, KvCacheType};
-pub use pool::ThreadPool;
 
 use matmul::Matrix;
+use pool::ThreadPool;
 
 const NAME: &str = "cpu";
 const CHECK: Checks = Checks { backend: NAME };
 
 /// The fast CPU backend.
 pub struct CpuBackend {
-    pool: Arc<ThreadPool>,
+    pool: ThreadPool,
     cache_type: KvCacheType,
 }
 
@@ -53,23 +53,7 @@ impl CpuBackend {
             isa = Isa::detect().name(),
             "cpu backend"
         );
-        Ok(CpuBackend {
-            pool: Arc::new(pool),
-            cache_type,
-        })
-    }
-
-    pub fn n_threads(&self) -> usize {
-        self.pool.n_threads()
-    }
-
-    /// The instruction set the kernels use.
-    pub fn isa(&self) -> Isa {
-        Isa::detect()
-    }
-
-    pub fn cache_type(&self) -> KvCacheType {
-        self.cache_type
+        Ok(CpuBackend { pool, cache_type })
     }
 }
 

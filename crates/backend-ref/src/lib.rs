@@ -15,6 +15,7 @@ use plumb_model::{Activation, AttentionStep, Backend, KvLayout, Result, Rope, We
 
 pub use attention::RefKvStorage;
 pub use checks::Checks;
+pub use matmul::dot;
 pub use tensor::HostTensor;
 
 const NAME: &str = "ref";

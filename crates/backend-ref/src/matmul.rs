@@ -67,8 +67,12 @@ pub fn to_f32(w: &WeightTensor) -> Result<Vec<f32>, KernelError> {
 /// The dot product, accumulated in two 8-lane vectors. The explicit lanes are what let it
 /// vectorize: a plain running sum is a serial dependency that the compiler may not reorder,
 /// and at the workspace's test opt-level it does not vectorize lane arrays on its own.
+/// Always inlined: the cpu backend calls it per attention score, inside code built for wider
+/// vector units.
+#[inline(always)]
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     debug_assert_eq!(a.len(), b.len());
+    #[inline(always)]
     fn lanes(s: &[f32]) -> f32x8 {
         f32x8::new(s.try_into().expect("8 lanes"))
     }

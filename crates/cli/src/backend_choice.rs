@@ -34,13 +34,8 @@ pub struct BackendArgs {
     pub threads: Option<usize>,
     /// How the cpu backend stores the KV cache: f32, f16 or q8_0 [default: f16; the ref
     /// backend always uses f32]
-    #[arg(long, value_name = "TYPE", value_parser = parse_cache_type)]
+    #[arg(long, value_name = "TYPE")]
     pub cache_type: Option<KvCacheType>,
-}
-
-fn parse_cache_type(name: &str) -> Result<KvCacheType, String> {
-    KvCacheType::parse(name)
-        .ok_or_else(|| format!("unknown cache type {name:?}; use f32, f16 or q8_0"))
 }
 
 /// Code that runs with whichever backend the flags chose: the command's body, generic over

@@ -48,7 +48,7 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = BackendChoice::Cpu)]
     backend: BackendChoice,
     /// KV cache type for the cpu backend: f32, f16 or q8_0 [default: f16]
-    #[arg(long, value_name = "TYPE", value_parser = parse_cache_type)]
+    #[arg(long, value_name = "TYPE")]
     cache_type: Option<KvCacheType>,
     /// Prompt tokens per forward pass
     #[arg(short = 'b', long = "batch-size", default_value_t = 512)]
@@ -56,11 +56,6 @@ pub struct Args {
     /// Print JSON instead of a table
     #[arg(long)]
     json: bool,
-}
-
-fn parse_cache_type(name: &str) -> Result<KvCacheType, String> {
-    KvCacheType::parse(name)
-        .ok_or_else(|| format!("unknown cache type {name:?}; use f32, f16 or q8_0"))
 }
 
 /// One measured test.
