@@ -1,14 +1,16 @@
 //! Matrix products with quantized weights: the activations are quantized once to the weight
-//! type's partner format, then every output is one integer dot product of a weight row with an
-//! activation row, computed by the [`DotKernel`] for this CPU.
+//! type's partner format, then every output is an integer dot product of a weight row with an
+//! activation row, computed by the kernels for this CPU.
 //!
-//! The weight rows are split across the pool's threads. A thread walks its rows against
-//! blocks of activation rows small enough to stay in its cache, and each weight row is unpacked
-//! once per block of tokens (`dot_many`), so prompt processing reuses every weight block across
-//! many tokens instead of streaming the whole matrix once per token.
+//! The weight rows are split across the pool's threads. For a prompt, a thread walks its rows
+//! against blocks of activation rows small enough to stay in its cache: through the weight
+//! type's GEMM where this CPU has one (its rows repacked into panels once per product, each
+//! panel walked against several tokens at a time), otherwise one weight row at a time against
+//! the block (`dot_many`). Either way each weight block is unpacked once for many tokens
+//! instead of once per token.
 
 use plumb_backend_ref::HostTensor;
-use plumb_ggml::DotKernel;
+use plumb_ggml::{DotKernel, GemmKernel};
 use plumb_model::{Activations, WeightTensor};
 
 use crate::pool::{for_each_unit, split, ThreadPool};
@@ -21,10 +23,17 @@ const ROWS_PER_UNIT_PROMPT: usize = 64;
 const ACT_BLOCK_BYTES: usize = 192 * 1024;
 /// Weight rows walked against one block of activations: they stay in L1.
 const ROW_BLOCK: usize = 16;
+/// At most this many bytes of packed panels per unit of work, beside the activations in L2.
+const PANELS_BYTES: usize = 256 * 1024;
+/// Fewer tokens than this take the `dot_many` path: packing a panel costs about as much as
+/// a few tokens' products.
+const GEMM_MIN_TOKENS: usize = 8;
 
 thread_local! {
     /// Each pool thread's output tile, kept between calls.
     static TILE: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// Each pool thread's packed panels and activation scratch row, kept between calls.
+    static PANELS: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// A weight matrix and the kernel for its type.
@@ -34,7 +43,8 @@ pub struct Matrix {
     pub kernel: DotKernel,
 }
 
-/// Activation rows quantized to a kernel's partner format, back to back.
+/// Activation rows quantized to a kernel's partner format, or packed for its GEMM, back to
+/// back.
 pub struct QuantizedRows {
     bytes: Vec<u8>,
     row_bytes: usize,
@@ -43,18 +53,46 @@ pub struct QuantizedRows {
 impl QuantizedRows {
     /// Quantizes every row of `x` (whose width the caller has checked) on the pool.
     pub fn new(pool: &ThreadPool, kernel: &DotKernel, x: &HostTensor) -> QuantizedRows {
-        let n = x.n_tokens();
         let row_bytes = kernel.act_row_bytes(x.width());
+        Self::fill(pool, x, row_bytes, &|t, dst| {
+            kernel.quantize_unchecked(x.row(t), dst)
+        })
+    }
+
+    /// Quantizes every row of `x` and packs it for `gemm`.
+    fn packed(
+        pool: &ThreadPool,
+        kernel: &DotKernel,
+        gemm: &GemmKernel,
+        x: &HostTensor,
+    ) -> QuantizedRows {
+        let quantized_bytes = kernel.act_row_bytes(x.width());
+        Self::fill(pool, x, gemm.act_bytes(x.width()), &|t, dst| {
+            PANELS.with_borrow_mut(|scratch| {
+                scratch.resize(quantized_bytes, 0);
+                kernel.quantize_unchecked(x.row(t), scratch);
+                gemm.pack_act_unchecked(scratch, dst);
+            })
+        })
+    }
+
+    /// Rows of `row_bytes` each, row t written by `write(t, row)` on whichever thread owns it.
+    fn fill(
+        pool: &ThreadPool,
+        x: &HostTensor,
+        row_bytes: usize,
+        write: &(dyn Fn(usize, &mut [u8]) + Sync),
+    ) -> QuantizedRows {
+        let n = x.n_tokens();
         let mut bytes = vec![0u8; n * row_bytes];
         if n == 1 {
-            kernel.quantize_unchecked(x.row(0), &mut bytes);
+            write(0, &mut bytes);
         } else {
             let out = SharedOut::new(&mut bytes);
             pool.run(&|i| {
                 for t in split(n, i, pool.n_threads(), 1) {
                     // SAFETY: each row belongs to exactly one thread.
-                    let dst = unsafe { out.slice(t * row_bytes, row_bytes) };
-                    kernel.quantize_unchecked(x.row(t), dst);
+                    write(t, unsafe { out.slice(t * row_bytes, row_bytes) });
                 }
             });
         }
@@ -68,6 +106,59 @@ impl QuantizedRows {
 
 /// `x · Wᵀ`: `out[t][j] = W_j · x_t`. The caller has checked that `x` is `W.row_len()` wide.
 pub fn matmul(pool: &ThreadPool, x: &HostTensor, w: &Matrix) -> HostTensor {
+    match w.kernel.gemm() {
+        Some(gemm) if x.n_tokens() >= GEMM_MIN_TOKENS => matmul_panels(pool, x, w, &gemm),
+        _ => matmul_rows(pool, x, w),
+    }
+}
+
+/// [`matmul`] through the GEMM: each unit of work packs its weight rows into panels once,
+/// then walks them against every block of tokens.
+fn matmul_panels(pool: &ThreadPool, x: &HostTensor, w: &Matrix, gemm: &GemmKernel) -> HostTensor {
+    let acts = QuantizedRows::packed(pool, &w.kernel, gemm, x);
+    let (n, m, k) = (x.n_tokens(), w.tensor.n_rows(), x.width());
+    let weights = w.tensor.bytes();
+    let row_bytes = weights.len() / m;
+    let panel_rows = gemm.panel_rows();
+    let panel_bytes = gemm.panel_bytes(k);
+    let panels_per_unit =
+        (PANELS_BYTES / panel_bytes.max(1)).clamp(1, ROWS_PER_UNIT_PROMPT / panel_rows);
+    let unit_rows = panels_per_unit * panel_rows;
+    let tokens_per_block = (ACT_BLOCK_BYTES / acts.row_bytes.max(1)).clamp(1, n);
+    let mut out = vec![0.0f32; n * m];
+    let shared = SharedOut::new(&mut out);
+    for_each_unit(pool, m.div_ceil(unit_rows), &|unit| {
+        let rows = unit * unit_rows..((unit + 1) * unit_rows).min(m);
+        let panels: Vec<usize> = rows.clone().step_by(panel_rows).collect();
+        PANELS.with_borrow_mut(|packed| {
+            packed.resize(panels.len() * panel_bytes, 0);
+            for (&j0, panel) in panels.iter().zip(packed.chunks_exact_mut(panel_bytes)) {
+                let j1 = (j0 + panel_rows).min(rows.end);
+                gemm.pack_panel_unchecked(&weights[j0 * row_bytes..j1 * row_bytes], k, panel);
+            }
+            TILE.with_borrow_mut(|tile| {
+                tile.resize(tokens_per_block * panel_rows, 0.0);
+                for t0 in (0..n).step_by(tokens_per_block) {
+                    let tokens = t0..(t0 + tokens_per_block).min(n);
+                    let tile = &mut tile[..tokens.len() * panel_rows];
+                    for (&j0, panel) in panels.iter().zip(packed.chunks_exact(panel_bytes)) {
+                        let nr = panel_rows.min(rows.end - j0);
+                        gemm.run_unchecked(panel, acts.rows(tokens.clone()), tile);
+                        for (c, t) in tokens.clone().enumerate() {
+                            // SAFETY: columns j0..j0 + nr belong to the unit owning those rows.
+                            let dst = unsafe { shared.slice(t * m + j0, nr) };
+                            dst.copy_from_slice(&tile[c * panel_rows..][..nr]);
+                        }
+                    }
+                }
+            });
+        });
+    });
+    HostTensor::new(n, m, out)
+}
+
+/// [`matmul`] one weight row at a time: `dot` for one token, `dot_many` for several.
+fn matmul_rows(pool: &ThreadPool, x: &HostTensor, w: &Matrix) -> HostTensor {
     let acts = QuantizedRows::new(pool, &w.kernel, x);
     let (n, m) = (x.n_tokens(), w.tensor.n_rows());
     let weights = w.tensor.bytes();

@@ -26,7 +26,12 @@ fn json_has_a_row_per_thread_count_and_test() {
     let rows: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
     let tests: Vec<(u64, &str)> = rows
         .iter()
-        .map(|r| (r["n_threads"].as_u64().unwrap(), r["test"].as_str().unwrap()))
+        .map(|r| {
+            (
+                r["n_threads"].as_u64().unwrap(),
+                r["test"].as_str().unwrap(),
+            )
+        })
         .collect();
     assert_eq!(tests, [(1, "pp16"), (1, "tg4"), (2, "pp16"), (2, "tg4")]);
     for row in &rows {
@@ -34,7 +39,10 @@ fn json_has_a_row_per_thread_count_and_test() {
         assert_eq!(samples.len(), 2, "{row}");
         let mean = samples.iter().map(|s| s.as_f64().unwrap()).sum::<f64>() / 2.0;
         assert!(mean > 0.0 && mean.is_finite(), "{row}");
-        assert!((row["avg_ts"].as_f64().unwrap() - mean).abs() < 1e-9 * mean, "{row}");
+        assert!(
+            (row["avg_ts"].as_f64().unwrap() - mean).abs() < 1e-9 * mean,
+            "{row}"
+        );
         assert_eq!(row["model_n_params"], 134_515_008, "{row}");
         assert_eq!(row["backend"], "cpu (f16)");
         // The process maps the whole model file and touches its weights.
@@ -67,7 +75,10 @@ fn table_skips_tests_of_length_zero() {
     assert!(text.starts_with("| model "), "{text}");
     let rows: Vec<&str> = text.lines().filter(|l| l.contains("| llama ")).collect();
     assert_eq!(rows.len(), 1, "{text}");
-    assert!(rows[0].contains("| ref ") && rows[0].contains("tg3"), "{text}");
+    assert!(
+        rows[0].contains("| ref ") && rows[0].contains("tg3"),
+        "{text}"
+    );
     assert!(text.contains("peak RSS: "), "{text}");
 }
 

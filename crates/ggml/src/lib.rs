@@ -37,7 +37,7 @@ mod vec_dot;
 pub use dot::dot_row;
 pub use error::KernelError;
 pub use plumb_gguf::{GgmlType, QK_K};
-pub use vec_dot::{DotKernel, Isa};
+pub use vec_dot::{DotKernel, GemmKernel, Isa};
 
 type Dequantizer = fn(&[u8], &mut [f32]);
 type Quantizer = fn(&[f32], &mut [u8]);

@@ -522,6 +522,142 @@ type_tests! {
     f32: GgmlType::F32,
 }
 
+/// One GEMM case: up to a panel of weight rows (and a row more, which must be left out)
+/// against a number of activation rows that exercises every group size of the kernel.
+#[derive(Debug)]
+struct GemmCase {
+    ty: GgmlType,
+    n: usize,
+    rows: Vec<Vec<u8>>,
+    acts: Vec<Vec<f32>>,
+}
+
+fn gemm_case(ty: GgmlType) -> impl Strategy<Value = GemmCase> {
+    let n_blocks = proptest::sample::select(vec![1usize, 2, 3, 5, 28]);
+    let quants = proptest::sample::select(vec![Quants::Random, Quants::Mixed]);
+    let styles = proptest::collection::vec(proptest::sample::select(ACTS.to_vec()), 1..=19);
+    (n_blocks, 1..=9usize, quants, styles, any::<u64>()).prop_map(
+        move |(n_blocks, n_rows, quants, styles, seed)| {
+            let mut rng = Rng::new(seed);
+            let n = n_blocks * 32;
+            GemmCase {
+                ty,
+                n,
+                rows: (0..n_rows)
+                    .map(|_| weight_row(ty, n, quants, &mut rng))
+                    .collect(),
+                acts: styles
+                    .into_iter()
+                    .map(|s| act_row(ty, n, s, &mut rng))
+                    .collect(),
+            }
+        },
+    )
+}
+
+/// Every GEMM output equals the same instruction set's `dot` up to the order of its per-block
+/// terms; rows missing from the panel give zeros.
+fn check_gemm(case: GemmCase) {
+    let ty = case.ty;
+    for isa in Isa::available() {
+        let k = kernel(ty, isa);
+        let Some(gemm) = k.gemm() else {
+            continue;
+        };
+        let rows_in_panel = case.rows.len().min(gemm.panel_rows());
+        let weights: Vec<u8> = case.rows[..rows_in_panel].concat();
+        // A row beyond the panel follows the panel's rows: packing must not read it.
+        let with_extra: Vec<u8> = case.rows.concat();
+        let mut panel = vec![0xAAu8; gemm.panel_bytes(case.n)];
+        gemm.pack_panel_unchecked(&with_extra[..weights.len()], case.n, &mut panel);
+        let row_bytes = k.act_row_bytes(case.n);
+        let packed_bytes = gemm.act_bytes(case.n);
+        let mut quantized = vec![vec![0u8; row_bytes]; case.acts.len()];
+        let mut packed = vec![0u8; packed_bytes * case.acts.len()];
+        for ((x, q), p) in case
+            .acts
+            .iter()
+            .zip(&mut quantized)
+            .zip(packed.chunks_exact_mut(packed_bytes))
+        {
+            k.quantize(x, q).expect("quantize");
+            gemm.pack_act_unchecked(q, p);
+        }
+        let mut out = vec![f32::NAN; case.acts.len() * gemm.panel_rows()];
+        gemm.run_unchecked(&panel, &packed, &mut out);
+        for (t, q) in quantized.iter().enumerate() {
+            let a = dequantize_row_to_vec(k.act_type(), q).expect("activations dequantize");
+            for r in 0..gemm.panel_rows() {
+                let got = out[t * gemm.panel_rows() + r];
+                let Some(w) = case.rows[..rows_in_panel].get(r) else {
+                    assert_eq!(
+                        got.to_bits(),
+                        0,
+                        "{k:?}: empty panel row {r}, activation {t}"
+                    );
+                    continue;
+                };
+                let want = k.dot(case.n, w, q).expect("dot");
+                let wf = dequantize_row_to_vec(ty, w).expect("weights dequantize");
+                let terms = (case.n / 32) as f64 + 4.0;
+                let tolerance =
+                    2.0 * terms * EPS * magnitude(ty, &wf, w, &a, q) + 1e-30 * case.n as f64;
+                let err = (f64::from(got) - f64::from(want)).abs();
+                assert!(
+                    err <= tolerance,
+                    "{k:?} GEMM row {r} of {rows_in_panel}, activation {t} of {}: {got} vs dot {want} (error {err:e} > {tolerance:e})",
+                    case.acts.len()
+                );
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 128,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+    #[test]
+    fn gemm_q4_0(case in gemm_case(GgmlType::Q4_0)) {
+        check_gemm(case);
+    }
+    #[test]
+    fn gemm_q5_0(case in gemm_case(GgmlType::Q5_0)) {
+        check_gemm(case);
+    }
+    #[test]
+    fn gemm_q8_0(case in gemm_case(GgmlType::Q8_0)) {
+        check_gemm(case);
+    }
+    #[test]
+    fn gemm_iq4_nl(case in gemm_case(GgmlType::IQ4_NL)) {
+        check_gemm(case);
+    }
+}
+
+/// The signed types have a GEMM where the CPU has AVX-512 VNNI; without it the tests above
+/// check nothing, so say so.
+#[test]
+fn signed_types_have_a_gemm_with_vnni() {
+    if !Isa::available().contains(&Isa::Avx512Vnni) {
+        plumb_testutil::skip(
+            "signed_types_have_a_gemm_with_vnni",
+            "this CPU lacks avx512-vnni",
+        );
+        return;
+    }
+    for ty in [
+        GgmlType::Q4_0,
+        GgmlType::Q5_0,
+        GgmlType::Q8_0,
+        GgmlType::IQ4_NL,
+    ] {
+        assert!(kernel(ty, Isa::Avx512Vnni).gemm().is_some(), "{ty}");
+    }
+}
+
 #[test]
 fn every_isa_has_every_type() {
     let available = Isa::available();
@@ -582,8 +718,8 @@ fn q8_rounding_is_half_to_even() {
 }
 
 /// Single-threaded timings, k = 896 (Qwen2.5-0.5B's width): `dot` over 896 weight rows, and
-/// `dot_many` of the same rows against 16 activation rows, in ns per weight row per
-/// activation row. Run with
+/// `dot_many` of the same rows against 16 activation rows, and where there is one the GEMM,
+/// in ns per weight row per activation row. Run with
 /// `cargo test --release -p plumb-ggml --test vec_dot_blocks32 -- --ignored --nocapture`.
 #[test]
 #[ignore = "benchmark"]
@@ -636,6 +772,40 @@ fn bench_k896() {
             }) / N_ACTS as f64;
             eprintln!(
                 "{ty:>6} {:<12} dot {dot:8.1} ns/row   dot_many {many:8.1} ns/row/act   quantize {quantize:8.1} ns/row",
+                isa.name()
+            );
+            let Some(gemm) = k.gemm() else {
+                continue;
+            };
+            let rows = gemm.panel_rows();
+            let panel_bytes = gemm.panel_bytes(K);
+            let mut panels = vec![0u8; N_ROWS / rows * panel_bytes];
+            let pack = best(&mut || {
+                for (w, p) in w
+                    .chunks_exact(rows * row_bytes)
+                    .zip(panels.chunks_exact_mut(panel_bytes))
+                {
+                    gemm.pack_panel_unchecked(w, K, p);
+                }
+                black_box(&panels);
+            }) / N_ROWS as f64;
+            let packed_bytes = gemm.act_bytes(K);
+            let mut packed = vec![0u8; N_ACTS * packed_bytes];
+            for (a, p) in acts
+                .chunks_exact(act_bytes)
+                .zip(packed.chunks_exact_mut(packed_bytes))
+            {
+                gemm.pack_act_unchecked(a, p);
+            }
+            let mut out = vec![0f32; N_ACTS * rows];
+            let run = best(&mut || {
+                for p in panels.chunks_exact(panel_bytes) {
+                    gemm.run_unchecked(p, &packed, &mut out);
+                    black_box(&out);
+                }
+            }) / (N_ROWS * N_ACTS) as f64;
+            eprintln!(
+                "{ty:>6} {:<12} gemm {run:8.1} ns/row/act   packing weights {pack:8.1} ns/row",
                 isa.name()
             );
         }

@@ -12,9 +12,13 @@
 //! instruction set.
 
 mod blocks32;
+mod gemm;
 mod superblocks;
 
+pub use gemm::GemmKernel;
+
 use crate::{check_lengths, GgmlType, KernelError};
+use gemm::GemmFns;
 
 /// The instruction sets plumb has kernels for. Later variants are preferred when present.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -106,6 +110,7 @@ pub struct DotKernel {
     weight_type: GgmlType,
     isa: Isa,
     fns: KernelFns,
+    gemm: Option<GemmFns>,
 }
 
 impl std::fmt::Debug for DotKernel {
@@ -143,6 +148,7 @@ impl DotKernel {
             weight_type,
             isa,
             fns,
+            gemm: blocks32::gemm(weight_type, isa),
         })
     }
 
@@ -152,6 +158,12 @@ impl DotKernel {
 
     pub fn isa(&self) -> Isa {
         self.isa
+    }
+
+    /// The matrix-matrix kernel for prompt processing, where this instruction set has one
+    /// for this type. It reads the activations this kernel quantizes.
+    pub fn gemm(&self) -> Option<GemmKernel> {
+        self.gemm.map(|fns| GemmKernel::new(self.weight_type, fns))
     }
 
     /// The format activations are quantized to (ggml's `vec_dot_type`).

@@ -176,7 +176,7 @@ unsafe fn spread(x: __m128, a: i32, b: i32) -> __m512 {
 }
 
 /// A signed weight format, read two blocks (at `p` and `p + BYTES`) at a time.
-trait SignedPair: SignedBlocks {
+pub(super) trait SignedPair: SignedBlocks {
     /// The 64 signed values.
     unsafe fn values(p: *const u8) -> __m512i;
 }

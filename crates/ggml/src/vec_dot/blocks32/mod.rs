@@ -9,6 +9,8 @@
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+#[cfg(target_arch = "x86_64")]
+mod avx512_gemm;
 mod formats;
 #[cfg(target_arch = "aarch64")]
 mod neon;
@@ -21,6 +23,7 @@ mod scalar;
 #[cfg(target_arch = "x86_64")]
 mod x86_quantize;
 
+use super::gemm::GemmFns;
 use super::{Isa, KernelFns};
 use crate::GgmlType;
 
@@ -37,6 +40,15 @@ pub(super) fn kernel(weight_type: GgmlType, isa: Isa) -> Option<KernelFns> {
         Isa::Neon => neon::kernel(weight_type, false),
         #[cfg(target_arch = "aarch64")]
         Isa::NeonDotprod => neon::kernel(weight_type, true),
+        _ => None,
+    }
+}
+
+/// The GEMM for `weight_type` on `isa`, where there is one: AVX-512 VNNI, signed types.
+pub(super) fn gemm(weight_type: GgmlType, isa: Isa) -> Option<GemmFns> {
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512Vnni => avx512_gemm::gemm(weight_type),
         _ => None,
     }
 }
