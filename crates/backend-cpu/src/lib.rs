@@ -13,6 +13,7 @@ mod kv_storage;
 mod matmul;
 mod ops;
 mod pool;
+mod rope_angles;
 mod shared_out;
 
 use std::sync::Arc;
@@ -25,6 +26,7 @@ pub use kv_storage::{CpuKvStorage, KvCacheType};
 
 use matmul::Matrix;
 use pool::ThreadPool;
+use rope_angles::RopeAngles;
 
 const NAME: &str = "cpu";
 const CHECK: Checks = Checks { backend: NAME };
@@ -33,6 +35,7 @@ const CHECK: Checks = Checks { backend: NAME };
 pub struct CpuBackend {
     pool: ThreadPool,
     cache_type: KvCacheType,
+    rope_angles: RopeAngles,
 }
 
 /// A weight as the CPU backend holds it: matrices keep their mapped bytes and get a kernel;
@@ -53,7 +56,11 @@ impl CpuBackend {
             isa = Isa::detect().name(),
             "cpu backend"
         );
-        Ok(CpuBackend { pool, cache_type })
+        Ok(CpuBackend {
+            pool,
+            cache_type,
+            rope_angles: RopeAngles::default(),
+        })
     }
 }
 
@@ -179,7 +186,8 @@ impl Backend for CpuBackend {
         rope: &Rope,
     ) -> Result<HostTensor> {
         CHECK.rope(&x, head_dim, positions, rope)?;
-        Ok(ops::rope(&self.pool, x, head_dim, positions, rope))
+        let angles = self.rope_angles.get(rope, positions);
+        Ok(ops::rope(&self.pool, x, head_dim, &angles, rope))
     }
 
     fn attention(

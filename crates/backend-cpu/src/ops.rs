@@ -72,23 +72,18 @@ pub fn add_bias(pool: &ThreadPool, mut x: HostTensor, bias: &[f32]) -> HostTenso
     x
 }
 
-/// Rotates every `head_dim`-wide head of row `t` by the angles of `positions[t]`. The angles
-/// are the reference's (f64, from [`Rope::theta`]), computed once per row for all its heads.
+/// Rotates every `head_dim`-wide head of row `t` by `angles[t]` (pairs as `rope` makes
+/// them): the reference's angles, computed in f64 from [`Rope::theta`] and rounded to f32.
 pub fn rope(
     pool: &ThreadPool,
     mut x: HostTensor,
     head_dim: usize,
-    positions: &[usize],
+    angles: &[(f32, f32)],
     rope: &Rope,
 ) -> HostTensor {
     let n_pairs = rope.n_rot / 2;
     for_each_row(pool, &mut x, &|t, row| {
-        let angles: Vec<(f32, f32)> = (0..n_pairs)
-            .map(|i| {
-                let (sin, cos) = rope.theta(positions[t], i).sin_cos();
-                (sin as f32, cos as f32)
-            })
-            .collect();
+        let angles = &angles[t * n_pairs..(t + 1) * n_pairs];
         for head in row.chunks_exact_mut(head_dim) {
             for (i, &(sin, cos)) in angles.iter().enumerate() {
                 let (a, b) = rope.pair(i);
