@@ -6,6 +6,8 @@ use half::slice::HalfFloatSliceExt;
 use plumb_ggml::GgmlType;
 use plumb_model::{KvLayout, LayerKv};
 
+use crate::kv_rotation::KvRotation;
+
 /// How keys and values are stored (`--cache-type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KvCacheType {
@@ -43,6 +45,8 @@ impl KvCacheType {
 pub struct CpuKvStorage {
     pub(crate) cache_type: KvCacheType,
     pub(crate) layers: Vec<LayerStore>,
+    /// How keys, queries, values and outputs are rotated around this cache.
+    pub(crate) rotation: KvRotation,
 }
 
 pub(crate) struct LayerStore {
@@ -86,7 +90,11 @@ impl CpuKvStorage {
                 }
             })
             .collect();
-        CpuKvStorage { cache_type, layers }
+        CpuKvStorage {
+            cache_type,
+            layers,
+            rotation: KvRotation::for_cache(cache_type, &layout.layers),
+        }
     }
 
     pub fn n_layers(&self) -> usize {

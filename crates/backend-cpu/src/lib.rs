@@ -9,6 +9,7 @@
 //! f16 keys and values), which `plumb verify --backend cpu` bounds layer by layer.
 
 mod attention;
+mod kv_rotation;
 mod kv_storage;
 mod matmul;
 mod ops;
@@ -200,7 +201,22 @@ impl Backend for CpuBackend {
     ) -> Result<HostTensor> {
         let layers: Vec<_> = (0..kv.n_layers()).map(|l| kv.layer_shape(l)).collect();
         CHECK.attention(q, k, v, &layers, step)?;
-        Ok(attention::attention(&self.pool, q, k, v, kv, step))
+        let rotation = kv.rotation;
+        if rotation.keys.is_none() && rotation.values.is_none() {
+            return Ok(attention::attention(&self.pool, q, k, v, kv, step));
+        }
+        let keys = |x: &HostTensor| match rotation.keys {
+            Some(group) => kv_rotation::rotate(x.clone(), group),
+            None => x.clone(),
+        };
+        let values = |x: HostTensor| match rotation.values {
+            Some(group) => kv_rotation::rotate(x, group),
+            None => x,
+        };
+        let (q, k, v) = (keys(q), keys(k), values(v.clone()));
+        Ok(values(attention::attention(
+            &self.pool, &q, &k, &v, kv, step,
+        )))
     }
 
     fn gated_activation(

@@ -71,14 +71,45 @@ fn smollm2_layers_match_the_reference() {
     check_layers("smollm2-135m", &ALL_CACHE_TYPES);
 }
 
-/// Not with a q8_0 cache: qwen2.5's first layer attends with scores near 160 that differ by
-/// about 1 between positions, and 8-bit keys move them by that much (cosine 0.84 against f32
-/// keys for that layer, the same in a numpy model of the arithmetic). llama.cpp's q8_0 cache
-/// perturbs that layer as much (`l_out-0` cosine 0.978 against its f16 cache) but its later
-/// layers recover (logits cosine 0.9993); plumb's do not yet (logits cosine 0.83). Known gap.
+/// With a q8_0 cache the first layer is checked apart, below.
 #[test]
 fn qwen2_layers_match_the_reference() {
     check_layers("qwen2.5-coder-0.5b", &[KvCacheType::F32, KvCacheType::F16]);
+}
+
+/// qwen2.5's keys have a few channels (after their bias) a hundred times larger than the
+/// rest, and its first layer attends with scores near 160 that differ by about 1 between
+/// positions. 8-bit blocks of raw keys round the small channels away: that layer's attention
+/// is 46% off (relative RMS) even with llama.cpp's rotation, and 57% without, so the q8_0
+/// cache is not held to the per-tensor tolerance. What matters is that later layers recover,
+/// as llama.cpp's do (its q8_0 logits have cosine 0.9993 against its f16 ones). Without the
+/// Hadamard rotation of keys, queries, values and outputs (`kv_rotation.rs`) they do not:
+/// a few positions grow false attention sinks and the logits' cosine falls to 0.83.
+#[test]
+fn qwen2_q8_0_cache_keeps_the_logits_of_an_f16_cache() {
+    let path = require_model!("qwen2.5-coder-0.5b");
+    let tokens = tokens(&path);
+    let f16 = trace(
+        &path,
+        CpuBackend::new(2, KvCacheType::F16).unwrap(),
+        &tokens,
+    );
+    let q8_0 = trace(
+        &path,
+        CpuBackend::new(2, KvCacheType::Q8_0).unwrap(),
+        &tokens,
+    );
+    let report = diff(&f16, &q8_0, Tolerance::LLAMA_CPP);
+    let logits = report
+        .tensors
+        .iter()
+        .find(|t| t.name == "result_output")
+        .expect("both traces have the logits");
+    let (cosine, rel_rms) = (logits.cosine.unwrap(), logits.rel_rms_err.unwrap());
+    assert!(
+        cosine >= 0.998 && rel_rms <= 0.06,
+        "q8_0 against f16 cache logits: cosine {cosine}, relative RMS {rel_rms}"
+    );
 }
 
 #[test]
