@@ -99,7 +99,7 @@ mod tests {
 
     /// The matrix llama.cpp builds: H[i][j] = ±1/√n, − where i & j has an odd popcount.
     fn hadamard_entry(n: usize, i: usize, j: usize) -> f64 {
-        let sign = if (i & j).count_ones() % 2 == 0 {
+        let sign = if (i & j).count_ones().is_multiple_of(2) {
             1.0
         } else {
             -1.0
