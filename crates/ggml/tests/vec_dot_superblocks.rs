@@ -9,7 +9,7 @@
 //!
 //! Weights are random bytes with chosen f16 scales (zero, subnormal, ordinary, the largest
 //! finite, negative) and sometimes all-minimum or all-maximum quants and scales; activations
-//! mix ordinary, zero, tiny, large and single-outlier blocks.
+//! mix ordinary, zero, tiny, large, single-outlier and constant blocks.
 
 use plumb_ggml::{dequantize_row_to_vec, dot_row, DotKernel, GgmlType, Isa};
 use proptest::prelude::*;
@@ -113,6 +113,9 @@ enum Activation {
     Tiny,
     Large,
     Outlier,
+    /// Every value the same, so every quant is −127: with the largest levels, the largest
+    /// integer sums a kernel must hold.
+    Constant,
 }
 
 fn f16_bits(scale: Scale, rng: &mut Rng) -> u16 {
@@ -165,6 +168,7 @@ fn activation_row(kinds: &[Activation], rng: &mut Rng) -> Vec<f32> {
             Activation::Large => (0..256)
                 .map(|i| if i % 3 == 0 { -4e4 } else { 3e4 } * (0.5 + rng.uniform()))
                 .collect(),
+            Activation::Constant => vec![0.75; 256],
             Activation::Outlier => {
                 let mut b: Vec<f32> = (0..256).map(|_| rng.normal()).collect();
                 b[(rng.next_u64() % 256) as usize] = -5e3;
@@ -282,6 +286,7 @@ fn activation() -> impl Strategy<Value = Activation> {
         1 => Just(Activation::Tiny),
         1 => Just(Activation::Large),
         2 => Just(Activation::Outlier),
+        1 => Just(Activation::Constant),
     ]
 }
 
@@ -408,7 +413,7 @@ proptest! {
 }
 
 /// The types with a GEMM on some instruction set.
-const GEMM_TYPES: [GgmlType; 2] = [GgmlType::Q4_K, GgmlType::Q6_K];
+const GEMM_TYPES: [GgmlType; 3] = [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K];
 
 /// One GEMM case: up to a panel of weight rows (and a row more, which must be left out)
 /// against a number of activation rows that exercises every group size of the kernel.
@@ -520,12 +525,17 @@ proptest! {
     }
 
     #[test]
+    fn gemm_q5_k(case in gemm_case(GgmlType::Q5_K)) {
+        check_gemm(&case)?;
+    }
+
+    #[test]
     fn gemm_q6_k(case in gemm_case(GgmlType::Q6_K)) {
         check_gemm(&case)?;
     }
 }
 
-/// Q4_K and Q6_K have a GEMM where the CPU has AVX-512 VNNI; without it the tests above
+/// Q4_K, Q5_K and Q6_K have a GEMM where the CPU has AVX-512 VNNI; without it the tests above
 /// check nothing, so say so.
 #[test]
 fn gemm_types_have_a_gemm_with_vnni() {

@@ -362,6 +362,19 @@ impl<const VNNI: bool> BlockKernel for Q6K<VNNI> {
 
 // ---------------------------------------------------------------------------------- Q5_K
 
+/// The 256 levels (0..32) of a Q5_K block in element order, 64 per vector: as Q4_K's, plus
+/// 16 where bit 2v (low half) or 2v+1 (high half) of `qh` is set.
+#[inline(always)]
+pub(super) unsafe fn q5_k_levels(b: &[u8]) -> [__m512i; 4] {
+    let mut levels = k4_nibbles(b, q5_k::QS);
+    let qh = broadcast256(b, q5_k::QH);
+    for (v, level) in levels.iter_mut().enumerate() {
+        let high = _mm512_test_epi8_mask(qh, halves8(1 << (2 * v), 2 << (2 * v)));
+        *level = _mm512_mask_add_epi8(*level, high, *level, _mm512_set1_epi8(16));
+    }
+    levels
+}
+
 struct Q5K<const VNNI: bool>;
 
 impl<const VNNI: bool> BlockKernel for Q5K<VNNI> {
@@ -374,18 +387,11 @@ impl<const VNNI: bool> BlockKernel for Q5K<VNNI> {
         (_mm512_setzero_ps(), _mm256_setzero_ps())
     }
 
-    /// As Q4_K, plus 16 where bit 2v (low half) or 2v+1 (high half) of `qh` is set.
     #[inline(always)]
     unsafe fn unpack(b: &[u8]) -> Q4KBlock {
-        let mut levels = k4_nibbles(b, q5_k::QS);
-        let qh = broadcast256(b, q5_k::QH);
-        for (v, level) in levels.iter_mut().enumerate() {
-            let high = _mm512_test_epi8_mask(qh, halves8(1 << (2 * v), 2 << (2 * v)));
-            *level = _mm512_mask_add_epi8(*level, high, *level, _mm512_set1_epi8(16));
-        }
         let (scales, mins) = k4_scales(b);
         Q4KBlock {
-            levels,
+            levels: q5_k_levels(b),
             scales,
             mins,
             d: f16_at(b, q4_k::D),

@@ -1,18 +1,20 @@
-//! The AVX-512 VNNI GEMM ([`crate::vec_dot::gemm`]) of Q4_K and Q6_K against Q8_K activations.
+//! The AVX-512 VNNI GEMM ([`crate::vec_dot::gemm`]) of Q4_K, Q5_K and Q6_K against Q8_K
+//! activations.
 //!
 //! A panel holds eight weight rows, as the blocks32 GEMM's do. Per super-block it stores the
 //! rows' 256 levels unpacked to bytes in 32 chunks of 64 bytes, chunk c holding elements
 //! 8c..8c + 8 of every row in turn. Broadcasting 8 activation bytes against chunk c makes
 //! `vpdpbusd`'s i32 lanes 2r and 2r + 1 partial sums of row r, four elements each, so every
-//! lane stays inside one sub-block (32 elements, Q4_K) or scale group (16, Q6_K). A lane's
-//! sum over its sub-block fits in i16, so one `vpdpwssd` against the panel's sub-block
-//! scales (row r's in the low i16 of lanes 2r and 2r + 1, the high i16 zero) scales it for
-//! all eight rows exactly, in integers. One conversion and one FMA per super-block apply the
-//! f32 scales; the lanes of row r are added at the end.
+//! lane stays inside one sub-block (32 elements, Q4_K and Q5_K) or scale group (16, Q6_K).
+//! A lane's sum over its sub-block (Q5_K: over half of one) fits in i16, so one `vpdpwssd`
+//! against the panel's sub-block scales (row r's in the low i16 of lanes 2r and 2r + 1, the
+//! high i16 zero) scales it for all eight rows exactly, in integers. One conversion and one
+//! FMA per super-block apply the f32 scales; the lanes of row r are added at the end.
 //!
 //! - Q4_K: levels 0..16 are the unsigned operand and the Q8_K quants the signed one, as they
 //!   are: a lane's sum over a sub-block is at most 16·15·128 in magnitude. The mins go
-//!   through the activation's 32-element block sums, `vpdpwssd` with the panel's mins.
+//!   through the activation's 32-element block sums, `vpdpwssd` with the panel's mins. Q5_K
+//!   is the same with levels 0..32 (at most 8·31·128 per half sub-block).
 //! - Q6_K: 16 elements · 63 · 127 would not fit in i16, but with the level offset applied
 //!   (q − 32, signed) it does, so the panel stores q − 32 and the activations are stored plus
 //!   128 to be the unsigned operand: Σ(y + 128)·w = Σy·w + 128·Σw, and each group's lane sums
@@ -24,8 +26,8 @@
 
 use std::arch::x86_64::*;
 
-use super::avx512::{k4_nibbles, q6_k_levels};
-use super::layout::{q4_k, q6_k, Q4_K_BYTES, Q6_K_BYTES};
+use super::avx512::{k4_nibbles, q5_k_levels, q6_k_levels};
+use super::layout::{q4_k, q6_k, Q4_K_BYTES, Q5_K_BYTES, Q6_K_BYTES};
 use super::q8_k::{self, Q8_K_BYTES};
 use super::x86::{f16_at, k4_scales_mins_vec};
 use crate::vec_dot::blocks32::avx512_gemm::{bytes8, store_rows};
@@ -46,7 +48,8 @@ const GROUP: usize = 8;
 
 pub(super) fn gemm(weight_type: GgmlType) -> Option<GemmFns> {
     match weight_type {
-        GgmlType::Q4_K => Some(fns::<Q4K>()),
+        GgmlType::Q4_K => Some(fns::<K4<false>>()),
+        GgmlType::Q5_K => Some(fns::<K4<true>>()),
         GgmlType::Q6_K => Some(fns::<Q6K>()),
         _ => None,
     }
@@ -220,11 +223,14 @@ unsafe fn f32_at(p: *const u8) -> f32 {
     p.cast::<f32>().read_unaligned()
 }
 
-// ---------------------------------------------------------------------------------- Q4_K
+// -------------------------------------------------------------------------- Q4_K and Q5_K
 
-struct Q4K;
+/// Q4_K, or with `FIVE_BITS` Q5_K: the same scales, mins and panel layout, levels 0..32.
+/// A lane's sum over a Q5_K sub-block (16 products) could leave i16, its sum over half of
+/// one (8 products, at most 8·31·128) cannot, so Q5_K scales halves.
+struct K4<const FIVE_BITS: bool>;
 
-/// Where a Q4_K panel super-block keeps, after its values: per sub-block j, the 16 bytes
+/// Where a Q4_K or Q5_K panel super-block keeps, after its values: per sub-block j, the 16 bytes
 /// whose bytes 2r and 2r + 1 are row r's scale; the mins as i16 pairs, lane 2r + h holding
 /// (m_4h, m_4h+1) in the first vector and (m_4h+2, m_4h+3) in the second; `d` and `dmin` in
 /// f32 lanes 2r and 2r + 1.
@@ -236,7 +242,7 @@ mod q4_k_panel {
     pub const BYTES: usize = DMIN + 64;
 }
 
-/// A packed Q4_K activation super-block: the 256 quants as they are, the 8 sums of 32 in
+/// A packed Q4_K or Q5_K activation super-block: the 256 quants as they are, the 8 sums of 32 in
 /// the order the mins are broadcast in (sub-blocks 0, 1, 4, 5, then 2, 3, 6, 7), and `d`.
 mod q4_k_act {
     pub const SUMS: usize = super::QK_K;
@@ -244,15 +250,20 @@ mod q4_k_act {
     pub const BYTES: usize = super::QK_K + 32;
 }
 
-impl PanelFormat for Q4K {
-    const WEIGHT_BYTES: usize = Q4_K_BYTES;
+impl<const FIVE_BITS: bool> PanelFormat for K4<FIVE_BITS> {
+    const WEIGHT_BYTES: usize = if FIVE_BITS { Q5_K_BYTES } else { Q4_K_BYTES };
     const PANEL_BYTES: usize = q4_k_panel::BYTES;
     const ACT_BYTES: usize = q4_k_act::BYTES;
 
     #[inline(always)]
     unsafe fn place(block: &[u8], r: usize, out: &mut [u8]) {
         use q4_k_panel::*;
-        place_values(k4_nibbles(block, q4_k::QS), r, out);
+        let levels = if FIVE_BITS {
+            q5_k_levels(block)
+        } else {
+            k4_nibbles(block, q4_k::QS)
+        };
+        place_values(levels, r, out);
         let mut scales_mins = [0u8; 16];
         _mm_storeu_si128(
             scales_mins.as_mut_ptr().cast(),
@@ -302,11 +313,18 @@ impl PanelFormat for Q4K {
             // Indexed so that the loop unrolls and the sums stay in registers.
             for i in 0..N {
                 let y = acts[i].add(32 * j);
-                let mut s = _mm512_dpbusd_epi32(zero, w0, bytes8(y));
-                s = _mm512_dpbusd_epi32(s, w1, bytes8(y.add(8)));
-                s = _mm512_dpbusd_epi32(s, w2, bytes8(y.add(16)));
-                s = _mm512_dpbusd_epi32(s, w3, bytes8(y.add(24)));
-                isum[i] = _mm512_dpwssd_epi32(isum[i], s, scales);
+                let low = _mm512_dpbusd_epi32(zero, w0, bytes8(y));
+                let low = _mm512_dpbusd_epi32(low, w1, bytes8(y.add(8)));
+                if FIVE_BITS {
+                    let high = _mm512_dpbusd_epi32(zero, w2, bytes8(y.add(16)));
+                    let high = _mm512_dpbusd_epi32(high, w3, bytes8(y.add(24)));
+                    isum[i] = _mm512_dpwssd_epi32(isum[i], low, scales);
+                    isum[i] = _mm512_dpwssd_epi32(isum[i], high, scales);
+                } else {
+                    let s = _mm512_dpbusd_epi32(low, w2, bytes8(y.add(16)));
+                    let s = _mm512_dpbusd_epi32(s, w3, bytes8(y.add(24)));
+                    isum[i] = _mm512_dpwssd_epi32(isum[i], s, scales);
+                }
             }
         }
         let mins = [load(panel.add(MINS)), load(panel.add(MINS + 64))];

@@ -14,8 +14,8 @@
 //! relative to the size of those partial sums (levels and offsets apart), not to the final
 //! dot product, which may cancel to far less. ggml's SIMD kernels accumulate the same way.
 //!
-//! `avx512_gemm` is the matrix-matrix kernel ([`crate::vec_dot::gemm`]) of Q4_K and Q6_K:
-//! panels of eight weight rows unpacked once, walked against many activation rows.
+//! `avx512_gemm` is the matrix-matrix kernel ([`crate::vec_dot::gemm`]) of Q4_K, Q5_K and
+//! Q6_K: panels of eight weight rows unpacked once, walked against many activation rows.
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -53,7 +53,7 @@ pub(super) fn kernel(weight_type: GgmlType, isa: Isa) -> Option<KernelFns> {
     }
 }
 
-/// The GEMM for `weight_type` on `isa`, where there is one: AVX-512 VNNI, Q4_K and Q6_K.
+/// The GEMM for `weight_type` on `isa`, where there is one: AVX-512 VNNI, Q4_K, Q5_K, Q6_K.
 pub(super) fn gemm(weight_type: GgmlType, isa: Isa) -> Option<GemmFns> {
     match isa {
         #[cfg(target_arch = "x86_64")]
