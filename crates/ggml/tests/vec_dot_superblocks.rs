@@ -9,7 +9,7 @@
 //!
 //! Weights are random bytes with chosen f16 scales (zero, subnormal, ordinary, the largest
 //! finite, negative) and sometimes all-minimum or all-maximum quants and scales; activations
-//! mix ordinary, zero, tiny, large and single-outlier blocks.
+//! mix ordinary, zero, tiny, large, single-outlier and constant blocks.
 
 use plumb_ggml::{dequantize_row_to_vec, dot_row, DotKernel, GgmlType, Isa};
 use proptest::prelude::*;
@@ -113,6 +113,9 @@ enum Activation {
     Tiny,
     Large,
     Outlier,
+    /// Every value the same, so every quant is −127: with the largest levels, the largest
+    /// integer sums a kernel must hold.
+    Constant,
 }
 
 fn f16_bits(scale: Scale, rng: &mut Rng) -> u16 {
@@ -165,6 +168,7 @@ fn activation_row(kinds: &[Activation], rng: &mut Rng) -> Vec<f32> {
             Activation::Large => (0..256)
                 .map(|i| if i % 3 == 0 { -4e4 } else { 3e4 } * (0.5 + rng.uniform()))
                 .collect(),
+            Activation::Constant => vec![0.75; 256],
             Activation::Outlier => {
                 let mut b: Vec<f32> = (0..256).map(|_| rng.normal()).collect();
                 b[(rng.next_u64() % 256) as usize] = -5e3;
@@ -183,6 +187,12 @@ fn activation_row(kinds: &[Activation], rng: &mut Rng) -> Vec<f32> {
 /// sums), so their rounding scales with both parts, not with `|w · a|`, which may cancel to
 /// nearly nothing.
 fn magnitude(ty: GgmlType, w: &[u8], a: &[f32]) -> f64 {
+    let (full, base) = weight_parts(ty, w);
+    magnitude_of_parts(&full, &base, a)
+}
+
+/// The row dequantized, and dequantized with every quant zero (see [`magnitude`]).
+fn weight_parts(ty: GgmlType, w: &[u8]) -> (Vec<f32>, Vec<f32>) {
     let full = dequantize_row_to_vec(ty, w).expect("dequantizes");
     let quants = layout(ty).quants;
     let mut zeroed = w.to_vec();
@@ -190,8 +200,12 @@ fn magnitude(ty: GgmlType, w: &[u8], a: &[f32]) -> f64 {
         block[quants.clone()].fill(0);
     }
     let base = dequantize_row_to_vec(ty, &zeroed).expect("dequantizes");
+    (full, base)
+}
+
+fn magnitude_of_parts(full: &[f32], base: &[f32], a: &[f32]) -> f64 {
     full.iter()
-        .zip(&base)
+        .zip(base)
         .zip(a)
         .map(|((&w, &b), &a)| {
             let (w, b, a) = (f64::from(w), f64::from(b), f64::from(a));
@@ -272,6 +286,7 @@ fn activation() -> impl Strategy<Value = Activation> {
         1 => Just(Activation::Tiny),
         1 => Just(Activation::Large),
         2 => Just(Activation::Outlier),
+        1 => Just(Activation::Constant),
     ]
 }
 
@@ -397,6 +412,146 @@ proptest! {
     }
 }
 
+/// The types with a GEMM on some instruction set.
+const GEMM_TYPES: [GgmlType; 3] = [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K];
+
+/// One GEMM case: up to a panel of weight rows (and a row more, which must be left out)
+/// against a number of activation rows that exercises every group size of the kernel.
+#[derive(Debug, Clone)]
+struct GemmCase {
+    ty: GgmlType,
+    /// One entry per weight row, one block description per super-block.
+    rows: Vec<Vec<(Scale, Scale, Quants)>>,
+    /// One entry per activation row, one kind per super-block.
+    acts: Vec<Vec<Activation>>,
+    seed: u64,
+}
+
+fn gemm_case(ty: GgmlType) -> impl Strategy<Value = GemmCase> {
+    let n_blocks = proptest::sample::select(vec![1usize, 2, 3, 5, 19]);
+    (n_blocks, 1usize..=9, 1usize..=19, any::<u64>()).prop_flat_map(
+        move |(n_blocks, n_rows, n_acts, seed)| {
+            let rows = proptest::collection::vec(
+                proptest::collection::vec((scale(), scale(), quants()), n_blocks),
+                n_rows,
+            );
+            let acts = proptest::collection::vec(
+                proptest::collection::vec(activation(), n_blocks),
+                n_acts,
+            );
+            (rows, acts).prop_map(move |(rows, acts)| GemmCase {
+                ty,
+                rows,
+                acts,
+                seed: seed | 1,
+            })
+        },
+    )
+}
+
+/// Every GEMM output equals the same instruction set's `dot` up to the order in which their
+/// per-lane f32 terms add up; rows missing from the panel give zeros.
+fn check_gemm(case: &GemmCase) -> Result<(), TestCaseError> {
+    let ty = case.ty;
+    let mut rng = Rng(case.seed);
+    let rows: Vec<Vec<u8>> = case
+        .rows
+        .iter()
+        .map(|blocks| weight_row(ty, blocks, &mut rng))
+        .collect();
+    let xs: Vec<Vec<f32>> = case
+        .acts
+        .iter()
+        .map(|kinds| activation_row(kinds, &mut rng))
+        .collect();
+    let n = case.rows[0].len() * 256;
+    let parts: Vec<_> = rows.iter().map(|w| weight_parts(ty, w)).collect();
+    for kernel in kernels(ty) {
+        let Some(gemm) = kernel.gemm() else {
+            continue;
+        };
+        let panel_rows = gemm.panel_rows();
+        let in_panel = rows.len().min(panel_rows);
+        // The rows beyond the panel follow its rows: packing must not read them.
+        let all_rows = rows.concat();
+        let mut panel = vec![0xAAu8; gemm.panel_bytes(n)];
+        gemm.pack_panel_unchecked(&all_rows[..in_panel * rows[0].len()], n, &mut panel);
+        let acts: Vec<Vec<u8>> = xs.iter().map(|x| quantize(&kernel, x)).collect();
+        let packed_bytes = gemm.act_bytes(n);
+        let mut packed = vec![0x55u8; packed_bytes * acts.len()];
+        for (act, p) in acts.iter().zip(packed.chunks_exact_mut(packed_bytes)) {
+            gemm.pack_act_unchecked(act, p);
+        }
+        let mut out = vec![f32::NAN; acts.len() * panel_rows];
+        gemm.run_unchecked(&panel, &packed, &mut out);
+        for (t, act) in acts.iter().enumerate() {
+            let xq = dequantize_row_to_vec(GgmlType::Q8_K, act).expect("dequantizes");
+            for r in 0..panel_rows {
+                let got = out[t * panel_rows + r];
+                let Some(w) = rows[..in_panel].get(r) else {
+                    prop_assert!(
+                        got.to_bits() == 0,
+                        "{:?}: empty panel row {}, activation {}: {}",
+                        kernel,
+                        r,
+                        t,
+                        got
+                    );
+                    continue;
+                };
+                let want = kernel.dot(n, w, act).expect("lengths");
+                let (full, base) = &parts[r];
+                check_close(
+                    &format!(
+                        "{kernel:?} GEMM row {r} of {in_panel}, activation {t} of {}, against dot",
+                        acts.len()
+                    ),
+                    got,
+                    f64::from(want),
+                    rounding_bound(magnitude_of_parts(full, base, &xq)),
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn gemm_q4_k(case in gemm_case(GgmlType::Q4_K)) {
+        check_gemm(&case)?;
+    }
+
+    #[test]
+    fn gemm_q5_k(case in gemm_case(GgmlType::Q5_K)) {
+        check_gemm(&case)?;
+    }
+
+    #[test]
+    fn gemm_q6_k(case in gemm_case(GgmlType::Q6_K)) {
+        check_gemm(&case)?;
+    }
+}
+
+/// Q4_K, Q5_K and Q6_K have a GEMM where the CPU has AVX-512 VNNI; without it the tests above
+/// check nothing, so say so.
+#[test]
+fn gemm_types_have_a_gemm_with_vnni() {
+    if !Isa::available().contains(&Isa::Avx512Vnni) {
+        plumb_testutil::skip(
+            "gemm_types_have_a_gemm_with_vnni",
+            "this CPU lacks avx512-vnni",
+        );
+        return;
+    }
+    for ty in GEMM_TYPES {
+        let kernel = DotKernel::for_isa(ty, Isa::Avx512Vnni).expect("a kernel");
+        assert!(kernel.gemm().is_some(), "{ty}");
+    }
+}
+
 #[test]
 fn every_instruction_set_of_this_machine_has_every_kernel() {
     let all = [
@@ -509,6 +664,90 @@ fn bench_kernels() {
                 kernel.isa().name(),
                 if sink.is_nan() { " (NaN)" } else { "" }
             );
+        }
+    }
+}
+
+/// Single-threaded timings of the GEMM types at k = 2048 (gemma3-270m's FFN width) and 4864
+/// (Qwen2.5-0.5B's), in ns per weight row per activation row: `dot_many` over 32 activation
+/// rows and, where there is one, the GEMM over the same rows, with the cost of packing
+/// weights (per weight row) and activations (per activation row). Run with `cargo test
+/// --release -p plumb-ggml --test vec_dot_superblocks -- --ignored --nocapture bench`.
+#[test]
+#[ignore = "micro-benchmark"]
+fn bench_gemm() {
+    use std::hint::black_box;
+    const WEIGHT_ROWS: usize = 64;
+    const ACT_ROWS: usize = 32;
+    let mut rng = Rng(0x6e33);
+    let best = |f: &mut dyn FnMut()| {
+        (0..15)
+            .map(|_| {
+                let start = std::time::Instant::now();
+                f();
+                start.elapsed().as_nanos() as f64
+            })
+            .fold(f64::INFINITY, f64::min)
+    };
+    for k in [2048, 4864] {
+        for ty in GEMM_TYPES {
+            let blocks = vec![(Scale::Ordinary, Scale::Ordinary, Quants::Random); k / 256];
+            let weights: Vec<u8> = (0..WEIGHT_ROWS)
+                .flat_map(|_| weight_row(ty, &blocks, &mut rng))
+                .collect();
+            let row_bytes = weights.len() / WEIGHT_ROWS;
+            let xs: Vec<Vec<f32>> = (0..ACT_ROWS)
+                .map(|_| activation_row(&vec![Activation::Ordinary; k / 256], &mut rng))
+                .collect();
+            for kernel in kernels(ty) {
+                let acts: Vec<u8> = xs.iter().flat_map(|x| quantize(&kernel, x)).collect();
+                let mut out = vec![0f32; ACT_ROWS];
+                let many = best(&mut || {
+                    for w in weights.chunks_exact(row_bytes) {
+                        kernel.dot_many_unchecked(w, &acts, &mut out);
+                        black_box(&out);
+                    }
+                }) / (WEIGHT_ROWS * ACT_ROWS) as f64;
+                let isa = kernel.isa().name();
+                eprintln!("{ty:>5} k={k:<5} {isa:>12}: dot_many {many:6.1} ns/row/act");
+                let Some(gemm) = kernel.gemm() else {
+                    continue;
+                };
+                let rows = gemm.panel_rows();
+                let panel_bytes = gemm.panel_bytes(k);
+                let mut panels = vec![0u8; WEIGHT_ROWS / rows * panel_bytes];
+                let pack = best(&mut || {
+                    for (w, p) in weights
+                        .chunks_exact(rows * row_bytes)
+                        .zip(panels.chunks_exact_mut(panel_bytes))
+                    {
+                        gemm.pack_panel_unchecked(w, k, p);
+                    }
+                    black_box(&panels);
+                }) / WEIGHT_ROWS as f64;
+                let act_bytes = kernel.act_row_bytes(k);
+                let packed_bytes = gemm.act_bytes(k);
+                let mut packed = vec![0u8; ACT_ROWS * packed_bytes];
+                let pack_acts = best(&mut || {
+                    for (a, p) in acts
+                        .chunks_exact(act_bytes)
+                        .zip(packed.chunks_exact_mut(packed_bytes))
+                    {
+                        gemm.pack_act_unchecked(a, p);
+                    }
+                    black_box(&packed);
+                }) / ACT_ROWS as f64;
+                let mut out = vec![0f32; ACT_ROWS * rows];
+                let run = best(&mut || {
+                    for p in panels.chunks_exact(panel_bytes) {
+                        gemm.run_unchecked(p, &packed, &mut out);
+                        black_box(&out);
+                    }
+                }) / (WEIGHT_ROWS * ACT_ROWS) as f64;
+                eprintln!(
+                    "{ty:>5} k={k:<5} {isa:>12}: gemm     {run:6.1} ns/row/act, packing weights {pack:6.1} ns/row, activations {pack_acts:6.1} ns/row"
+                );
+            }
         }
     }
 }

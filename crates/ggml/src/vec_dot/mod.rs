@@ -148,7 +148,7 @@ impl DotKernel {
             weight_type,
             isa,
             fns,
-            gemm: blocks32::gemm(weight_type, isa),
+            gemm: blocks32::gemm(weight_type, isa).or_else(|| superblocks::gemm(weight_type, isa)),
         })
     }
 

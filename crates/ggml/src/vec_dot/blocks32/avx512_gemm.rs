@@ -220,13 +220,13 @@ impl Walk<'_> {
 
 /// The 8 bytes at `p` in every 64-bit lane.
 #[inline(always)]
-unsafe fn bytes8(p: *const u8) -> __m512i {
+pub(in crate::vec_dot) unsafe fn bytes8(p: *const u8) -> __m512i {
     _mm512_set1_epi64(p.cast::<i64>().read_unaligned())
 }
 
 /// `out[r] = lane 2r + lane 2r + 1`.
 #[inline(always)]
-unsafe fn store_rows(sums: __m512, out: &mut [f32]) {
+pub(in crate::vec_dot) unsafe fn store_rows(sums: __m512, out: &mut [f32]) {
     let neighbours = _mm512_permute_ps::<0b10_11_00_01>(sums);
     let rows = _mm512_maskz_compress_ps(0x5555, _mm512_add_ps(sums, neighbours));
     _mm256_storeu_ps(out[..ROWS].as_mut_ptr(), _mm512_castps512_ps256(rows));

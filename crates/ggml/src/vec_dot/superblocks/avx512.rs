@@ -207,7 +207,7 @@ struct Q4KBlock {
 /// Splits the 128 bytes of Q4_K (and Q5_K) nibbles at `b[at..]` into element order: vector
 /// v is nibble 0 (low half) and nibble 1 (high half) of bytes 32v..32v+32.
 #[inline(always)]
-unsafe fn k4_nibbles(b: &[u8], at: usize) -> [__m512i; 4] {
+pub(super) unsafe fn k4_nibbles(b: &[u8], at: usize) -> [__m512i; 4] {
     let shift = halves16(0, 4);
     let mask = _mm512_set1_epi8(0xf);
     let mut levels = [mask; 4];
@@ -284,6 +284,35 @@ unsafe fn k4_accumulate<const VNNI: bool>(
 
 // ---------------------------------------------------------------------------------- Q6_K
 
+/// The 256 unsigned levels (0..64) of a Q6_K block in element order, 64 per vector. Half
+/// h's 64 `ql` bytes give, masked, elements 128h..128h+64 (vector 2h) and, shifted,
+/// 128h+64..128h+128 (vector 2h + 1); its 32 `qh` bytes, broadcast and shifted by 2k per
+/// 256-bit half, give the top 2 bits.
+#[inline(always)]
+pub(super) unsafe fn q6_k_levels(b: &[u8]) -> [__m512i; 4] {
+    let low4 = _mm512_set1_epi8(0xf);
+    let top2 = _mm512_set1_epi8(0x30);
+    let mut levels = [_mm512_setzero_si512(); 4];
+    for h in 0..2 {
+        let ql = load512(b, q6_k::QL + 64 * h);
+        let qh = broadcast256(b, q6_k::QH + 32 * h);
+        for (half, (low, shift)) in [
+            (_mm512_and_si512(ql, low4), halves16(0, 2)),
+            (
+                _mm512_and_si512(_mm512_srli_epi16::<4>(ql), low4),
+                halves16(4, 6),
+            ),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let high = _mm512_slli_epi16::<4>(_mm512_srlv_epi16(qh, shift));
+            levels[2 * h + half] = _mm512_or_si512(low, _mm512_and_si512(high, top2));
+        }
+    }
+    levels
+}
+
 struct Q6K<const VNNI: bool>;
 
 struct Q6KBlock {
@@ -304,35 +333,12 @@ impl<const VNNI: bool> BlockKernel for Q6K<VNNI> {
         _mm512_setzero_ps()
     }
 
-    /// Half h's 64 `ql` bytes give, masked, elements 128h..128h+64 (k = 0, 1) and, shifted,
-    /// 128h+64..128h+128 (k = 2, 3); its 32 `qh` bytes, broadcast and shifted by 2k per
-    /// 256-bit half, give the top 2 bits.
     #[inline(always)]
     unsafe fn unpack(b: &[u8]) -> Q6KBlock {
-        let low4 = _mm512_set1_epi8(0xf);
-        let top2 = _mm512_set1_epi8(0x30);
-        let mut levels = [_mm512_setzero_si512(); 4];
-        for h in 0..2 {
-            let ql = load512(b, q6_k::QL + 64 * h);
-            let qh = broadcast256(b, q6_k::QH + 32 * h);
-            for (half, (low, shift)) in [
-                (_mm512_and_si512(ql, low4), halves16(0, 2)),
-                (
-                    _mm512_and_si512(_mm512_srli_epi16::<4>(ql), low4),
-                    halves16(4, 6),
-                ),
-            ]
-            .into_iter()
-            .enumerate()
-            {
-                let high = _mm512_slli_epi16::<4>(_mm512_srlv_epi16(qh, shift));
-                levels[2 * h + half] = _mm512_or_si512(low, _mm512_and_si512(high, top2));
-            }
-        }
         let raw = load128(b, q6_k::SCALES);
         let pairs = i16_pairs(_mm512_cvtepi8_epi32(raw));
         Q6KBlock {
-            levels,
+            levels: q6_k_levels(b),
             scales: scales_for_all(pairs, 4),
             offset_scales: _mm256_cvtepi8_epi16(raw),
             d: f16_at(b, q6_k::D),
@@ -356,6 +362,19 @@ impl<const VNNI: bool> BlockKernel for Q6K<VNNI> {
 
 // ---------------------------------------------------------------------------------- Q5_K
 
+/// The 256 levels (0..32) of a Q5_K block in element order, 64 per vector: as Q4_K's, plus
+/// 16 where bit 2v (low half) or 2v+1 (high half) of `qh` is set.
+#[inline(always)]
+pub(super) unsafe fn q5_k_levels(b: &[u8]) -> [__m512i; 4] {
+    let mut levels = k4_nibbles(b, q5_k::QS);
+    let qh = broadcast256(b, q5_k::QH);
+    for (v, level) in levels.iter_mut().enumerate() {
+        let high = _mm512_test_epi8_mask(qh, halves8(1 << (2 * v), 2 << (2 * v)));
+        *level = _mm512_mask_add_epi8(*level, high, *level, _mm512_set1_epi8(16));
+    }
+    levels
+}
+
 struct Q5K<const VNNI: bool>;
 
 impl<const VNNI: bool> BlockKernel for Q5K<VNNI> {
@@ -368,18 +387,11 @@ impl<const VNNI: bool> BlockKernel for Q5K<VNNI> {
         (_mm512_setzero_ps(), _mm256_setzero_ps())
     }
 
-    /// As Q4_K, plus 16 where bit 2v (low half) or 2v+1 (high half) of `qh` is set.
     #[inline(always)]
     unsafe fn unpack(b: &[u8]) -> Q4KBlock {
-        let mut levels = k4_nibbles(b, q5_k::QS);
-        let qh = broadcast256(b, q5_k::QH);
-        for (v, level) in levels.iter_mut().enumerate() {
-            let high = _mm512_test_epi8_mask(qh, halves8(1 << (2 * v), 2 << (2 * v)));
-            *level = _mm512_mask_add_epi8(*level, high, *level, _mm512_set1_epi8(16));
-        }
         let (scales, mins) = k4_scales(b);
         Q4KBlock {
-            levels,
+            levels: q5_k_levels(b),
             scales,
             mins,
             d: f16_at(b, q4_k::D),

@@ -13,11 +13,16 @@
 //! sums per vector lane and reduce the lanes at the end of the row, so their rounding is
 //! relative to the size of those partial sums (levels and offsets apart), not to the final
 //! dot product, which may cancel to far less. ggml's SIMD kernels accumulate the same way.
+//!
+//! `avx512_gemm` is the matrix-matrix kernel ([`crate::vec_dot::gemm`]) of Q4_K, Q5_K and
+//! Q6_K: panels of eight weight rows unpacked once, walked against many activation rows.
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+#[cfg(target_arch = "x86_64")]
+mod avx512_gemm;
 mod driver;
 mod layout;
 #[cfg(target_arch = "aarch64")]
@@ -27,6 +32,7 @@ mod scalar;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
+use super::gemm::GemmFns;
 use super::{Isa, KernelFns};
 use crate::GgmlType;
 
@@ -43,6 +49,15 @@ pub(super) fn kernel(weight_type: GgmlType, isa: Isa) -> Option<KernelFns> {
         Isa::Neon => neon::kernel(weight_type, false),
         #[cfg(target_arch = "aarch64")]
         Isa::NeonDotprod => neon::kernel(weight_type, true),
+        _ => None,
+    }
+}
+
+/// The GEMM for `weight_type` on `isa`, where there is one: AVX-512 VNNI, Q4_K, Q5_K, Q6_K.
+pub(super) fn gemm(weight_type: GgmlType, isa: Isa) -> Option<GemmFns> {
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512Vnni => avx512_gemm::gemm(weight_type),
         _ => None,
     }
 }
