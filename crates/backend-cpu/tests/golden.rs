@@ -1,7 +1,10 @@
 //! Both CPU backends against llama.cpp's golden logits, for every shipped model and golden
 //! prompt: mean coarsened KL, firm top-1 agreement and the firm greedy continuation (thresholds
-//! and definitions in `plumb_testutil::golden`). The reference runs in f32; the cpu backend
-//! with 2 threads, 8-bit activations and its default f16 KV cache. Each prompt's measurements
+//! and definitions in `plumb_testutil::golden`). The reference runs in f32 and is held to the
+//! README's firm margin of 0.5; the cpu backend runs with 2 threads, 8-bit activations and its
+//! default f16 KV cache, and its top-1 choices count as firm from `FIRM_MARGIN_8BIT` (0.75) on,
+//! the noise of its own summation orders (see there). Its table row still counts the misses at
+//! 0.5. Each prompt's measurements
 //! are printed as a table row; run with `--nocapture` to see them.
 //!
 //! The reference backend's test lives here rather than in its own crate so that one generic
@@ -12,7 +15,7 @@ use plumb_backend_ref::RefBackend;
 use plumb_model::{Backend, KvConfig, LogitsFor, Model};
 use plumb_testutil::golden::{
     check_every_prompt, score_teacher_forced, teacher_forced_len, GoldenLogits, GoldenPrompt,
-    Scorecard,
+    Scorecard, FIRM_MARGIN, FIRM_MARGIN_8BIT,
 };
 use plumb_testutil::{require_model, require_shared};
 
@@ -33,14 +36,14 @@ fn score<B: Backend>(model: &Model<B>, prompt: &GoldenPrompt) -> Scorecard {
     })
 }
 
-fn check_model<B: Backend>(name: &str, backend: B) {
+fn check_model<B: Backend>(name: &str, backend: B, firm_margin: f32) {
     let model_path = require_model!(name);
     let golden_path = require_shared!(&format!("golden/{name}/logits.gguf"));
     let golden = GoldenLogits::open(&golden_path).unwrap();
     let label = format!("{name} ({})", backend.name());
     let model = Model::load(&model_path, backend).unwrap();
     assert_eq!(model.hparams().n_vocab, golden.n_vocab);
-    check_every_prompt(&label, &golden, |prompt| score(&model, prompt));
+    check_every_prompt(&label, &golden, firm_margin, |prompt| score(&model, prompt));
 }
 
 fn cpu() -> CpuBackend {
@@ -49,30 +52,30 @@ fn cpu() -> CpuBackend {
 
 #[test]
 fn smollm2_on_ref_matches_llama_cpp() {
-    check_model("smollm2-135m", RefBackend::new());
+    check_model("smollm2-135m", RefBackend::new(), FIRM_MARGIN);
 }
 
 #[test]
 fn qwen2_on_ref_matches_llama_cpp() {
-    check_model("qwen2.5-coder-0.5b", RefBackend::new());
+    check_model("qwen2.5-coder-0.5b", RefBackend::new(), FIRM_MARGIN);
 }
 
 #[test]
 fn gemma3_on_ref_matches_llama_cpp() {
-    check_model("gemma3-270m", RefBackend::new());
+    check_model("gemma3-270m", RefBackend::new(), FIRM_MARGIN);
 }
 
 #[test]
 fn smollm2_on_cpu_matches_llama_cpp() {
-    check_model("smollm2-135m", cpu());
+    check_model("smollm2-135m", cpu(), FIRM_MARGIN_8BIT);
 }
 
 #[test]
 fn qwen2_on_cpu_matches_llama_cpp() {
-    check_model("qwen2.5-coder-0.5b", cpu());
+    check_model("qwen2.5-coder-0.5b", cpu(), FIRM_MARGIN_8BIT);
 }
 
 #[test]
 fn gemma3_on_cpu_matches_llama_cpp() {
-    check_model("gemma3-270m", cpu());
+    check_model("gemma3-270m", cpu(), FIRM_MARGIN_8BIT);
 }
