@@ -13,6 +13,8 @@
 
 mod blocks32;
 mod gemm;
+#[cfg(target_arch = "x86_64")]
+mod panel_walk;
 mod superblocks;
 
 pub use gemm::GemmKernel;

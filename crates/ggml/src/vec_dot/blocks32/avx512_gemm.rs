@@ -9,7 +9,9 @@
 //!
 //! `vpdpbusd` multiplies unsigned by signed bytes, so an activation block is stored as its
 //! values plus 128: Σ(y + 128)·w = Σy·w + 128·Σw, and each lane's sum starts from the panel's
-//! −128·Σw for that lane. After a block's values come its scales, as f32.
+//! −128·Σw for that lane. Each packed activation block is its 32 values, then its scale as
+//! f32. The walk over blocks and activation rows is the one both families share
+//! ([`crate::vec_dot::panel_walk`]).
 
 use std::arch::x86_64::*;
 
@@ -17,22 +19,15 @@ use super::avx512::SignedPair;
 use super::formats::{Iq4Nl, Q4_0, Q5_0, Q8_0, Q8_0_BYTES, QK};
 use crate::fp::read_f16;
 use crate::vec_dot::gemm::GemmFns;
+use crate::vec_dot::panel_walk::{self, bytes8, PanelBlocks, CHUNK, ROWS};
 use crate::GgmlType;
 
-/// Weight rows per panel: two i32 lanes each fill a 512-bit register.
-const ROWS: usize = 8;
-/// Bytes of one value chunk (8 bytes of each row).
-const CHUNK: usize = 64;
 /// Where a panel block's corrections and scales lie, and its size.
 const CORRECTIONS: usize = 4 * CHUNK;
 const SCALES: usize = CORRECTIONS + 64;
 const PANEL_BLOCK_BYTES: usize = SCALES + 64;
 /// Bytes of a packed activation block: 32 values and a scale.
 const ACT_BLOCK_BYTES: usize = QK + 4;
-/// Activation rows walked together: one accumulator each, and enough independent
-/// `vpdpbusd` chains to hide their latency.
-const GROUP: usize = 8;
-
 pub(super) fn gemm(weight_type: GgmlType) -> Option<GemmFns> {
     use GgmlType as T;
     Some(match weight_type {
@@ -58,19 +53,16 @@ fn fns<W: SignedPair>() -> GemmFns {
     }
 }
 
-/// Values plus 128 (flipping the sign bit), then the f32 scales.
+/// Per block, the values plus 128 (flipping the sign bit), then the f32 scale.
 fn pack_act(act: &[u8], out: &mut [u8]) {
-    let n_blocks = act.len() / Q8_0_BYTES;
-    let (values, scales) = out.split_at_mut(n_blocks * QK);
-    for ((block, v), s) in act
+    for (block, o) in act
         .chunks_exact(Q8_0_BYTES)
-        .zip(values.chunks_exact_mut(QK))
-        .zip(scales.chunks_exact_mut(4))
+        .zip(out.chunks_exact_mut(ACT_BLOCK_BYTES))
     {
-        for (o, &q) in v.iter_mut().zip(&block[2..]) {
-            *o = q ^ 0x80;
+        for (v, &q) in o[..QK].iter_mut().zip(&block[2..]) {
+            *v = q ^ 0x80;
         }
-        s.copy_from_slice(&read_f16(block, 0).to_le_bytes());
+        o[QK..].copy_from_slice(&read_f16(block, 0).to_le_bytes());
     }
 }
 
@@ -137,97 +129,38 @@ unsafe fn place_pair(
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
 unsafe fn run(panel: &[u8], acts: &[u8], out: &mut [f32]) {
-    let n_blocks = panel.len() / PANEL_BLOCK_BYTES;
-    let act_bytes = n_blocks * ACT_BLOCK_BYTES;
-    let n = (out.len() / ROWS).min(acts.len().checked_div(act_bytes).unwrap_or(usize::MAX));
-    debug_assert_eq!(acts.len(), n * act_bytes);
-    let walk = Walk {
-        panel: &panel[..n_blocks * PANEL_BLOCK_BYTES],
-        n_blocks,
-        acts: &acts[..n * act_bytes],
-        act_bytes,
-    };
-    let out = &mut out[..n * ROWS];
-    let t = walk.groups::<GROUP>(out, 0);
-    let t = walk.groups::<4>(out, t);
-    let t = walk.groups::<2>(out, t);
-    walk.groups::<1>(out, t);
+    panel_walk::run::<SignedBlocks>(panel, acts, out)
 }
 
-/// One panel against packed activation rows whose lengths have been checked.
-struct Walk<'a> {
-    panel: &'a [u8],
-    n_blocks: usize,
-    acts: &'a [u8],
-    act_bytes: usize,
-}
+/// The panel blocks of every signed type: once packed, their values are plain bytes.
+struct SignedBlocks;
 
-impl Walk<'_> {
-    /// Fills the outputs of activation rows `start..` `N` rows at a time while whole groups
-    /// remain; returns the next row.
+impl PanelBlocks for SignedBlocks {
+    const PANEL_BYTES: usize = PANEL_BLOCK_BYTES;
+    const ACT_BYTES: usize = ACT_BLOCK_BYTES;
+
     #[inline(always)]
-    unsafe fn groups<const N: usize>(&self, out: &mut [f32], start: usize) -> usize {
-        let n = out.len() / ROWS;
-        let mut t = start;
-        while t + N <= n {
-            let mut rows = [self.acts.as_ptr(); N];
-            for (j, row) in rows.iter_mut().enumerate() {
-                *row = self.acts[(t + j) * self.act_bytes..].as_ptr();
-            }
-            let sums = self.group::<N>(rows);
-            for (j, sum) in sums.into_iter().enumerate() {
-                store_rows(sum, &mut out[(t + j) * ROWS..][..ROWS]);
-            }
-            t += N;
+    unsafe fn block<const N: usize>(
+        panel: *const u8,
+        acts: &[*const u8; N],
+        acc: &mut [__m512; N],
+    ) {
+        let w0 = _mm512_loadu_si512(panel.cast());
+        let w1 = _mm512_loadu_si512(panel.add(CHUNK).cast());
+        let w2 = _mm512_loadu_si512(panel.add(2 * CHUNK).cast());
+        let w3 = _mm512_loadu_si512(panel.add(3 * CHUNK).cast());
+        let correction = _mm512_loadu_si512(panel.add(CORRECTIONS).cast());
+        let d_w = _mm512_loadu_ps(panel.add(SCALES).cast());
+        // Indexed so that the loop unrolls and the accumulators stay in registers.
+        for j in 0..N {
+            let y = acts[j];
+            let mut s = _mm512_dpbusd_epi32(correction, bytes8(y), w0);
+            s = _mm512_dpbusd_epi32(s, bytes8(y.add(8)), w1);
+            s = _mm512_dpbusd_epi32(s, bytes8(y.add(16)), w2);
+            s = _mm512_dpbusd_epi32(s, bytes8(y.add(24)), w3);
+            let d_a = y.add(QK).cast::<f32>().read_unaligned();
+            let scale = _mm512_mul_ps(d_w, _mm512_set1_ps(d_a));
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scale, acc[j]);
         }
-        t
     }
-
-    /// Lane 2r + h of the result for activation row j holds half h of row r's product.
-    ///
-    /// # Safety
-    /// Every pointer in `acts` starts a whole packed activation row within `self.acts`.
-    #[inline(always)]
-    unsafe fn group<const N: usize>(&self, acts: [*const u8; N]) -> [__m512; N] {
-        let mut acc = [_mm512_setzero_ps(); N];
-        let scales_at = self.n_blocks * QK;
-        for b in 0..self.n_blocks {
-            let p = self.panel.as_ptr().add(b * PANEL_BLOCK_BYTES);
-            let w0 = _mm512_loadu_si512(p.cast());
-            let w1 = _mm512_loadu_si512(p.add(CHUNK).cast());
-            let w2 = _mm512_loadu_si512(p.add(2 * CHUNK).cast());
-            let w3 = _mm512_loadu_si512(p.add(3 * CHUNK).cast());
-            let correction = _mm512_loadu_si512(p.add(CORRECTIONS).cast());
-            let d_w = _mm512_loadu_ps(p.add(SCALES).cast());
-            // Indexed so that the loop unrolls and the accumulators stay in registers.
-            for j in 0..N {
-                let y = acts[j].add(b * QK);
-                let mut s = _mm512_dpbusd_epi32(correction, bytes8(y), w0);
-                s = _mm512_dpbusd_epi32(s, bytes8(y.add(8)), w1);
-                s = _mm512_dpbusd_epi32(s, bytes8(y.add(16)), w2);
-                s = _mm512_dpbusd_epi32(s, bytes8(y.add(24)), w3);
-                let d_a = acts[j]
-                    .add(scales_at + 4 * b)
-                    .cast::<f32>()
-                    .read_unaligned();
-                let scale = _mm512_mul_ps(d_w, _mm512_set1_ps(d_a));
-                acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scale, acc[j]);
-            }
-        }
-        acc
-    }
-}
-
-/// The 8 bytes at `p` in every 64-bit lane.
-#[inline(always)]
-pub(in crate::vec_dot) unsafe fn bytes8(p: *const u8) -> __m512i {
-    _mm512_set1_epi64(p.cast::<i64>().read_unaligned())
-}
-
-/// `out[r] = lane 2r + lane 2r + 1`.
-#[inline(always)]
-pub(in crate::vec_dot) unsafe fn store_rows(sums: __m512, out: &mut [f32]) {
-    let neighbours = _mm512_permute_ps::<0b10_11_00_01>(sums);
-    let rows = _mm512_maskz_compress_ps(0x5555, _mm512_add_ps(sums, neighbours));
-    _mm256_storeu_ps(out[..ROWS].as_mut_ptr(), _mm512_castps512_ps256(rows));
 }

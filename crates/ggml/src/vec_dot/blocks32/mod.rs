@@ -10,7 +10,7 @@ mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 #[cfg(target_arch = "x86_64")]
-pub(super) mod avx512_gemm;
+mod avx512_gemm;
 mod formats;
 #[cfg(target_arch = "aarch64")]
 mod neon;

@@ -30,21 +30,14 @@ use super::avx512::{k4_nibbles, q5_k_levels, q6_k_levels};
 use super::layout::{q4_k, q6_k, Q4_K_BYTES, Q5_K_BYTES, Q6_K_BYTES};
 use super::q8_k::{self, Q8_K_BYTES};
 use super::x86::{f16_at, k4_scales_mins_vec};
-use crate::vec_dot::blocks32::avx512_gemm::{bytes8, store_rows};
 use crate::vec_dot::gemm::GemmFns;
+use crate::vec_dot::panel_walk::{self, bytes8, PanelBlocks, CHUNK, ROWS};
 use crate::GgmlType;
 
-/// Weight rows per panel: two i32 lanes each fill a 512-bit register.
-const ROWS: usize = 8;
-/// Bytes of one value chunk (8 elements of each row).
-const CHUNK: usize = 64;
 /// Bytes of a panel super-block's values: 256 elements of 8 rows.
 const VALUES: usize = 32 * CHUNK;
 /// Elements of a super-block.
 const QK_K: usize = 256;
-/// Activation rows walked together: one accumulator each, and enough independent
-/// `vpdpbusd` chains to hide their latency.
-const GROUP: usize = 8;
 
 pub(super) fn gemm(weight_type: GgmlType) -> Option<GemmFns> {
     match weight_type {
@@ -55,14 +48,11 @@ pub(super) fn gemm(weight_type: GgmlType) -> Option<GemmFns> {
     }
 }
 
-/// How one weight type is packed and walked. All functions are `#[inline(always)]` so that
-/// they compile into the `#[target_feature]` functions below.
-trait PanelFormat {
-    /// Bytes of one weight super-block, of one panel super-block, and of one packed
-    /// activation super-block.
+/// How one weight type is packed; its blocks are walked as [`PanelBlocks`]. All functions
+/// are `#[inline(always)]` so that they compile into the `#[target_feature]` functions below.
+trait PanelFormat: PanelBlocks {
+    /// Bytes of one weight super-block.
     const WEIGHT_BYTES: usize;
-    const PANEL_BYTES: usize;
-    const ACT_BYTES: usize;
 
     /// Places `block` (one weight super-block) as row `r` of `out` (one panel super-block).
     unsafe fn place(block: &[u8], r: usize, out: &mut [u8]);
@@ -70,17 +60,6 @@ trait PanelFormat {
     unsafe fn finish(out: &mut [u8]);
     /// Packs one Q8_K block.
     fn pack_act(block: &[u8], out: &mut [u8]);
-    /// Adds the products of one panel super-block with one super-block of each activation
-    /// row to that row's accumulator (lane 2r + h: half h of row r).
-    ///
-    /// # Safety
-    /// `panel` points at a whole panel super-block and every `acts[j]` at a whole packed
-    /// activation super-block.
-    unsafe fn superblock<const N: usize>(
-        panel: *const u8,
-        acts: &[*const u8; N],
-        acc: &mut [__m512; N],
-    );
 }
 
 fn fns<K: PanelFormat>() -> GemmFns {
@@ -154,63 +133,7 @@ fn place_lanes(out: &mut [u8], at: usize, r: usize, v: f32) {
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
 unsafe fn run<K: PanelFormat>(panel: &[u8], acts: &[u8], out: &mut [f32]) {
-    let n_blocks = panel.len() / K::PANEL_BYTES;
-    let act_bytes = n_blocks * K::ACT_BYTES;
-    let n = (out.len() / ROWS).min(acts.len().checked_div(act_bytes).unwrap_or(usize::MAX));
-    debug_assert_eq!(acts.len(), n * act_bytes);
-    let walk = Walk::<K> {
-        panel: &panel[..n_blocks * K::PANEL_BYTES],
-        n_blocks,
-        acts: &acts[..n * act_bytes],
-        act_bytes,
-        format: std::marker::PhantomData,
-    };
-    let out = &mut out[..n * ROWS];
-    let t = walk.groups::<GROUP>(out, 0);
-    let t = walk.groups::<4>(out, t);
-    let t = walk.groups::<2>(out, t);
-    walk.groups::<1>(out, t);
-}
-
-/// One panel against packed activation rows whose lengths have been checked.
-struct Walk<'a, K> {
-    panel: &'a [u8],
-    n_blocks: usize,
-    acts: &'a [u8],
-    act_bytes: usize,
-    format: std::marker::PhantomData<K>,
-}
-
-impl<K: PanelFormat> Walk<'_, K> {
-    /// Fills the outputs of activation rows `start..` `N` rows at a time while whole groups
-    /// remain; returns the next row.
-    #[inline(always)]
-    unsafe fn groups<const N: usize>(&self, out: &mut [f32], start: usize) -> usize {
-        let n = out.len() / ROWS;
-        let mut t = start;
-        while t + N <= n {
-            let mut rows = [self.acts.as_ptr(); N];
-            for (j, row) in rows.iter_mut().enumerate() {
-                *row = self.acts[(t + j) * self.act_bytes..].as_ptr();
-            }
-            let mut acc = [_mm512_setzero_ps(); N];
-            for b in 0..self.n_blocks {
-                let mut blocks = rows;
-                for block in &mut blocks {
-                    // SAFETY: super-block b lies within each whole activation row.
-                    *block = block.add(b * K::ACT_BYTES);
-                }
-                // SAFETY: super-block b lies within the panel.
-                let panel = self.panel.as_ptr().add(b * K::PANEL_BYTES);
-                K::superblock::<N>(panel, &blocks, &mut acc);
-            }
-            for (j, sum) in acc.into_iter().enumerate() {
-                store_rows(sum, &mut out[(t + j) * ROWS..][..ROWS]);
-            }
-            t += N;
-        }
-        t
-    }
+    panel_walk::run::<K>(panel, acts, out)
 }
 
 #[inline(always)]
@@ -252,8 +175,6 @@ mod q4_k_act {
 
 impl<const FIVE_BITS: bool> PanelFormat for K4<FIVE_BITS> {
     const WEIGHT_BYTES: usize = if FIVE_BITS { Q5_K_BYTES } else { Q4_K_BYTES };
-    const PANEL_BYTES: usize = q4_k_panel::BYTES;
-    const ACT_BYTES: usize = q4_k_act::BYTES;
 
     #[inline(always)]
     unsafe fn place(block: &[u8], r: usize, out: &mut [u8]) {
@@ -295,9 +216,14 @@ impl<const FIVE_BITS: bool> PanelFormat for K4<FIVE_BITS> {
         }
         out[D..D + 4].copy_from_slice(&q8_k::d(block).to_le_bytes());
     }
+}
+
+impl<const FIVE_BITS: bool> PanelBlocks for K4<FIVE_BITS> {
+    const PANEL_BYTES: usize = q4_k_panel::BYTES;
+    const ACT_BYTES: usize = q4_k_act::BYTES;
 
     #[inline(always)]
-    unsafe fn superblock<const N: usize>(
+    unsafe fn block<const N: usize>(
         panel: *const u8,
         acts: &[*const u8; N],
         acc: &mut [__m512; N],
@@ -363,8 +289,6 @@ mod q6_k_act {
 
 impl PanelFormat for Q6K {
     const WEIGHT_BYTES: usize = Q6_K_BYTES;
-    const PANEL_BYTES: usize = q6_k_panel::BYTES;
-    const ACT_BYTES: usize = q6_k_act::BYTES;
 
     #[inline(always)]
     unsafe fn place(block: &[u8], r: usize, out: &mut [u8]) {
@@ -402,9 +326,14 @@ impl PanelFormat for Q6K {
         }
         out[D..D + 4].copy_from_slice(&q8_k::d(block).to_le_bytes());
     }
+}
+
+impl PanelBlocks for Q6K {
+    const PANEL_BYTES: usize = q6_k_panel::BYTES;
+    const ACT_BYTES: usize = q6_k_act::BYTES;
 
     #[inline(always)]
-    unsafe fn superblock<const N: usize>(
+    unsafe fn block<const N: usize>(
         panel: *const u8,
         acts: &[*const u8; N],
         acc: &mut [__m512; N],

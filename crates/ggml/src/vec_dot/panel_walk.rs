@@ -1,0 +1,100 @@
+//! What the AVX-512 VNNI GEMMs of both families share: a panel of eight weight rows whose
+//! `vpdpbusd` lanes 2r and 2r + 1 belong to row r, walked block by block against groups of
+//! packed activation rows (8, then 4, 2 and 1), one f32 accumulator per activation row. A row's
+//! operations do not depend on the size of its group.
+
+use std::arch::x86_64::*;
+
+/// Weight rows per panel: two i32 lanes each fill a 512-bit register.
+pub(super) const ROWS: usize = 8;
+/// Bytes of one value chunk: 8 bytes of each row in turn.
+pub(super) const CHUNK: usize = 64;
+/// Activation rows walked together: one accumulator each, and enough independent
+/// `vpdpbusd` chains to hide their latency.
+const GROUP: usize = 8;
+
+/// One weight type's panel blocks, as its GEMM adds them up.
+pub(super) trait PanelBlocks {
+    /// Bytes of one panel block (all eight rows) and of one packed activation block.
+    const PANEL_BYTES: usize;
+    const ACT_BYTES: usize;
+
+    /// Adds the products of one panel block with one block of each activation row to that
+    /// row's accumulator (lane 2r + h: half h of row r). `#[inline(always)]`, so that it
+    /// compiles into the caller's `#[target_feature]` function.
+    ///
+    /// # Safety
+    /// `panel` points at a whole panel block and every `acts[j]` at a whole packed activation
+    /// block; the CPU has AVX-512 F/BW/VL/DQ and VNNI.
+    unsafe fn block<const N: usize>(panel: *const u8, acts: &[*const u8; N], acc: &mut [__m512; N]);
+}
+
+/// `out[t · ROWS + r] = row r · activation row t` for every whole packed activation row in
+/// `acts`, reading no further than the slices' lengths allow.
+///
+/// # Safety
+/// The caller runs with AVX-512 F/BW/VL/DQ and VNNI enabled (a `#[target_feature]` function).
+#[inline(always)]
+pub(super) unsafe fn run<K: PanelBlocks>(panel: &[u8], acts: &[u8], out: &mut [f32]) {
+    let n_blocks = panel.len() / K::PANEL_BYTES;
+    let act_bytes = n_blocks * K::ACT_BYTES;
+    let n = (out.len() / ROWS).min(acts.len().checked_div(act_bytes).unwrap_or(usize::MAX));
+    debug_assert_eq!(acts.len(), n * act_bytes);
+    let panel = &panel[..n_blocks * K::PANEL_BYTES];
+    let acts = &acts[..n * act_bytes];
+    let out = &mut out[..n * ROWS];
+    let t = groups::<K, GROUP>(panel, acts, act_bytes, out, 0);
+    let t = groups::<K, 4>(panel, acts, act_bytes, out, t);
+    let t = groups::<K, 2>(panel, acts, act_bytes, out, t);
+    groups::<K, 1>(panel, acts, act_bytes, out, t);
+}
+
+/// Fills the outputs of activation rows `start..` `N` rows at a time while whole groups
+/// remain; returns the next row.
+#[inline(always)]
+unsafe fn groups<K: PanelBlocks, const N: usize>(
+    panel: &[u8],
+    acts: &[u8],
+    act_bytes: usize,
+    out: &mut [f32],
+    start: usize,
+) -> usize {
+    let n_blocks = panel.len() / K::PANEL_BYTES;
+    let n = out.len() / ROWS;
+    let mut t = start;
+    while t + N <= n {
+        let mut rows = [acts.as_ptr(); N];
+        for (j, row) in rows.iter_mut().enumerate() {
+            *row = acts[(t + j) * act_bytes..].as_ptr();
+        }
+        let mut acc = [_mm512_setzero_ps(); N];
+        for b in 0..n_blocks {
+            let mut blocks = rows;
+            for block in &mut blocks {
+                // SAFETY: block b lies within each whole activation row.
+                *block = block.add(b * K::ACT_BYTES);
+            }
+            // SAFETY: block b lies within the panel.
+            K::block::<N>(panel.as_ptr().add(b * K::PANEL_BYTES), &blocks, &mut acc);
+        }
+        for (j, sum) in acc.into_iter().enumerate() {
+            store_rows(sum, &mut out[(t + j) * ROWS..][..ROWS]);
+        }
+        t += N;
+    }
+    t
+}
+
+/// The 8 bytes at `p` in every 64-bit lane.
+#[inline(always)]
+pub(super) unsafe fn bytes8(p: *const u8) -> __m512i {
+    _mm512_set1_epi64(p.cast::<i64>().read_unaligned())
+}
+
+/// `out[r] = lane 2r + lane 2r + 1`.
+#[inline(always)]
+unsafe fn store_rows(sums: __m512, out: &mut [f32]) {
+    let neighbours = _mm512_permute_ps::<0b10_11_00_01>(sums);
+    let rows = _mm512_maskz_compress_ps(0x5555, _mm512_add_ps(sums, neighbours));
+    _mm256_storeu_ps(out[..ROWS].as_mut_ptr(), _mm512_castps512_ps256(rows));
+}
