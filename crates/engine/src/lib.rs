@@ -21,12 +21,18 @@
 //! ```
 
 mod chat;
+mod engine;
 mod error;
 mod generate;
+mod metrics;
+mod request;
 pub mod sampling;
 mod stop;
 
 pub use chat::{chat_template, conversation_tokens, ChatSession, Transcript, TranscriptMessage};
+pub use engine::{Engine, EngineConfig, SubmitError};
 pub use error::EngineError;
 pub use generate::{GenerateOptions, Generation, PromptStats, Session, StopReason, Timings};
+pub use metrics::{Histogram, Metrics, MetricsSnapshot, TTFT_BUCKETS};
+pub use request::{Event, EventSink, Request, TokenLogprob};
 pub use stop::{StopMatcher, StopScan};
