@@ -73,8 +73,8 @@ fn attention_with(
 ) -> HostTensor {
     let cache_type = kv.cache_type;
     let layer = &mut kv.layers[step.layer];
-    for (t, place) in step.tokens.iter().enumerate() {
-        layer.store(cache_type, place.seq, place.pos, k.row(t), v.row(t));
+    for (t, &slot) in step.kv.slots.iter().enumerate() {
+        layer.store(cache_type, slot, k.row(t), v.row(t));
     }
     let layer = &*layer;
     let shape = layer.shape;
@@ -198,7 +198,7 @@ impl TileWork {
     #[inline(always)]
     unsafe fn run_body<V: Lanes>(&mut self, unit: &Unit<'_>, out: &SharedOut<'_, f32>) {
         let (layer, g) = (unit.layer, unit.g);
-        let seq = unit.step.tokens[unit.tile.start].seq;
+        let table = unit.step.kv.of(unit.step.tokens[unit.tile.start].seq);
         self.prepare::<V>(unit);
         let seen = |t: usize| layer.shape.visible(unit.step.tokens[t].pos);
         let first = unit.tile.clone().map(|t| seen(t).start).min().unwrap_or(0);
@@ -208,11 +208,11 @@ impl TileWork {
         while block < last {
             let positions = first.max(block)..last.min(block + BLOCK);
             for pos in positions.clone() {
-                let r = pos - block;
+                let (r, slot) = (pos - block, table.slot(pos));
                 let keys = &mut self.keys[r * hd_k..(r + 1) * hd_k];
-                decode_row::<V>(unit.cache_type, layer.k_row(seq, pos), g * hd_k, keys);
+                decode_row::<V>(unit.cache_type, layer.k_row(slot), g * hd_k, keys);
                 let values = &mut self.values[r * dv_pad..r * dv_pad + hd_v];
-                decode_row::<V>(unit.cache_type, layer.v_row(seq, pos), g * hd_v, values);
+                decode_row::<V>(unit.cache_type, layer.v_row(slot), g * hd_v, values);
             }
             let keys = positions.start - block..positions.end - block;
             self.score::<V>(keys.clone(), unit.step.scale);
@@ -531,7 +531,7 @@ static BEST_ISA: std::sync::LazyLock<Isa> = std::sync::LazyLock::new(|| Isa::ava
 #[cfg(test)]
 mod tests {
     use super::*;
-    use plumb_model::{KvConfig, KvLayout, LayerKv};
+    use plumb_model::{BlockTable, BlockTables, KvConfig, KvLayout, LayerKv};
 
     /// xorshift64*: reproducible inputs without a dependency.
     struct Rng(u64);
@@ -566,6 +566,7 @@ mod tests {
     fn plain_attention(
         case: &Case,
         store: &LayerStore,
+        table: BlockTable<'_>,
         place: TokenPos,
         q: &[f32],
         scale: f32,
@@ -585,18 +586,9 @@ mod tests {
             let mut scores = Vec::new();
             let mut values = Vec::new();
             for pos in store.shape.visible(place.pos) {
-                decode(
-                    case.cache_type,
-                    store.k_row(place.seq, pos),
-                    g * hd,
-                    &mut key,
-                );
-                decode(
-                    case.cache_type,
-                    store.v_row(place.seq, pos),
-                    g * hd,
-                    &mut value,
-                );
+                let slot = table.slot(pos);
+                decode(case.cache_type, store.k_row(slot), g * hd, &mut key);
+                decode(case.cache_type, store.v_row(slot), g * hd, &mut value);
                 let dot: f64 = query
                     .iter()
                     .zip(&key)
@@ -622,8 +614,9 @@ mod tests {
 
     /// Attends the same `n_pos` random tokens in sequence 0 as one batch and in sequence 1 in
     /// the batches `splits` (the last batch also carrying a token of sequence 0's future, so
-    /// that tiles of both sequences share a call). Every output must match the plain
-    /// computation, and the two sequences' outputs must be equal bit for bit.
+    /// that tiles of both sequences share a call), their blocks of 8 positions scattered over
+    /// the storage in a shuffled order. Every output must match the plain computation, and
+    /// the two sequences' outputs must be equal bit for bit.
     fn check(isa: Isa, case: &Case, n_pos: usize, splits: &[usize]) {
         let hd = case.head_dim;
         let n_head = case.n_head_kv * case.group;
@@ -633,19 +626,24 @@ mod tests {
         let q = rng.rows(n_pos + 1, n_head * hd);
         let k = rng.rows(n_pos + 1, case.n_head_kv * hd);
         let v = rng.rows(n_pos + 1, case.n_head_kv * hd);
-        let config = KvConfig {
-            n_ctx: n_pos + 1,
-            n_seq: 2,
-            max_batch: n_pos + 1,
-        };
-        let shape = LayerKv::new(case.n_head_kv, hd, hd, case.window, &config);
-        let layout = KvLayout {
-            n_ctx: config.n_ctx,
-            n_seq: config.n_seq,
-            max_batch: config.max_batch,
-            layers: vec![shape],
-        };
+        let mut config = KvConfig::new(n_pos + 1, 2, n_pos + 1);
+        config.block_size = 8;
+        let per_seq = (n_pos + 1).div_ceil(config.block_size);
+        config.n_blocks = 2 * per_seq;
+        let shape = LayerKv::new(case.n_head_kv, hd, hd, case.window);
+        let layout = KvLayout::new(&config, vec![shape]);
         let mut kv = CpuKvStorage::new(&layout, case.cache_type);
+        // Fisher–Yates over the blocks; sequence s takes blocks[s·per_seq..].
+        let mut blocks: Vec<u32> = (0..config.n_blocks as u32).collect();
+        for i in (1..blocks.len()).rev() {
+            let j = ((rng.next() + 1.0) / 2.0 * (i + 1) as f32) as usize;
+            blocks.swap(i, j.min(i));
+        }
+        let tables: Vec<Vec<u32>> = blocks.chunks(per_seq).map(<[u32]>::to_vec).collect();
+        let slot_of = |t: &TokenPos| {
+            tables[t.seq][t.pos / config.block_size] as usize * config.block_size
+                + t.pos % config.block_size
+        };
         let pool = ThreadPool::new(3).unwrap();
         let mut outputs = vec![vec![Vec::new(); n_pos + 1]; 2];
         let mut batches: Vec<Vec<TokenPos>> =
@@ -670,16 +668,19 @@ mod tests {
                 let data = tokens.iter().flat_map(|t| all[t.pos].clone()).collect();
                 HostTensor::new(tokens.len(), width, data)
             };
+            let slots: Vec<usize> = tokens.iter().map(slot_of).collect();
             let step = AttentionStep {
                 layer: 0,
                 tokens,
                 n_head,
                 scale,
+                kv: BlockTables::new(config.block_size, &slots, &tables),
             };
             let (q_batch, k_batch, v_batch) = (rows(&q), rows(&k), rows(&v));
             let out = attention_with(isa, &pool, &q_batch, &k_batch, &v_batch, &mut kv, &step);
             for (t, &place) in tokens.iter().enumerate() {
-                let want = plain_attention(case, &kv.layers[0], place, &q[place.pos], scale);
+                let table = step.kv.of(place.seq);
+                let want = plain_attention(case, &kv.layers[0], table, place, &q[place.pos], scale);
                 for (i, (&got, &want)) in out.row(t).iter().zip(&want).enumerate() {
                     assert!(
                         (f64::from(got) - want).abs() < 1e-5,

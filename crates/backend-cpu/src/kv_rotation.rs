@@ -88,13 +88,7 @@ mod tests {
     use super::*;
 
     fn layer(head_dim_k: usize, head_dim_v: usize) -> LayerKv {
-        LayerKv {
-            n_head_kv: 2,
-            head_dim_k,
-            head_dim_v,
-            window: None,
-            capacity: 16,
-        }
+        LayerKv::new(2, head_dim_k, head_dim_v, None)
     }
 
     /// The matrix llama.cpp builds: H[i][j] = ±1/√n, − where i & j has an odd popcount.

@@ -1,10 +1,11 @@
 //! The KV cache's storage: per layer, one K row and one V row (all KV heads of a position) per
-//! slot, in the cache type the user chose.
+//! slot, in the cache type the user chose. Which slot holds which position is the block
+//! tables' business (`plumb_model::BlockTables`).
 
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 use plumb_ggml::GgmlType;
-use plumb_model::{KvLayout, LayerKv};
+use plumb_model::{BlockCopy, KvLayout, LayerKv};
 
 use crate::kv_rotation::KvRotation;
 
@@ -78,7 +79,7 @@ impl CpuKvStorage {
             .layers
             .iter()
             .map(|shape| {
-                let slots = layout.n_seq * shape.capacity;
+                let slots = shape.n_slots;
                 let k_row_bytes = cache_type.bytes(shape.k_width());
                 let v_row_bytes = cache_type.bytes(shape.v_width());
                 LayerStore {
@@ -104,25 +105,33 @@ impl CpuKvStorage {
     pub fn layer_shape(&self, layer: usize) -> &LayerKv {
         &self.layers[layer].shape
     }
+
+    /// Makes checked block copies, in order.
+    pub fn copy_blocks(&mut self, copies: &[BlockCopy]) {
+        for c in copies {
+            for layer in self.layers.iter_mut().filter(|l| l.shape.group == c.group) {
+                for (data, row) in [
+                    (&mut layer.k, layer.k_row_bytes),
+                    (&mut layer.v, layer.v_row_bytes),
+                ] {
+                    let bytes: &mut [u8] = bytemuck::cast_slice_mut(data);
+                    bytes.copy_within(c.src * row..(c.src + c.len) * row, c.dst * row);
+                }
+            }
+        }
+    }
 }
 
 impl LayerStore {
-    fn slot(&self, seq: usize, pos: usize) -> usize {
-        seq * self.shape.capacity + self.shape.slot(pos)
+    pub fn k_row(&self, slot: usize) -> &[u8] {
+        &bytemuck::cast_slice(&self.k)[slot * self.k_row_bytes..(slot + 1) * self.k_row_bytes]
     }
 
-    pub fn k_row(&self, seq: usize, pos: usize) -> &[u8] {
-        let i = self.slot(seq, pos);
-        &bytemuck::cast_slice(&self.k)[i * self.k_row_bytes..(i + 1) * self.k_row_bytes]
+    pub fn v_row(&self, slot: usize) -> &[u8] {
+        &bytemuck::cast_slice(&self.v)[slot * self.v_row_bytes..(slot + 1) * self.v_row_bytes]
     }
 
-    pub fn v_row(&self, seq: usize, pos: usize) -> &[u8] {
-        let i = self.slot(seq, pos);
-        &bytemuck::cast_slice(&self.v)[i * self.v_row_bytes..(i + 1) * self.v_row_bytes]
-    }
-
-    pub fn store(&mut self, cache_type: KvCacheType, seq: usize, pos: usize, k: &[f32], v: &[f32]) {
-        let i = self.slot(seq, pos);
+    pub fn store(&mut self, cache_type: KvCacheType, i: usize, k: &[f32], v: &[f32]) {
         let (kb, vb) = (self.k_row_bytes, self.v_row_bytes);
         let k_bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut self.k);
         encode(cache_type, k, &mut k_bytes[i * kb..(i + 1) * kb]);

@@ -21,7 +21,9 @@ use std::sync::Arc;
 
 use plumb_backend_ref::{Checks, HostTensor};
 use plumb_ggml::{DotKernel, Isa};
-use plumb_model::{Activation, AttentionStep, Backend, KvLayout, Result, Rope, WeightTensor};
+use plumb_model::{
+    Activation, AttentionStep, Backend, BlockCopy, KvLayout, Result, Rope, WeightTensor,
+};
 
 pub use kv_storage::{CpuKvStorage, KvCacheType};
 
@@ -144,6 +146,13 @@ impl Backend for CpuBackend {
             ));
         }
         Ok(CpuKvStorage::new(layout, self.cache_type))
+    }
+
+    fn copy_kv_blocks(&self, kv: &mut CpuKvStorage, copies: &[BlockCopy]) -> Result<()> {
+        let layers: Vec<_> = (0..kv.n_layers()).map(|l| kv.layer_shape(l)).collect();
+        CHECK.block_copies(&layers, copies)?;
+        kv.copy_blocks(copies);
+        Ok(())
     }
 
     fn embed(&self, table: &CpuWeight, tokens: &[u32]) -> Result<HostTensor> {

@@ -24,11 +24,7 @@ const CHUNK: usize = 128;
 
 fn score<B: Backend>(model: &Model<B>, prompt: &GoldenPrompt) -> Scorecard {
     let mut cache = model
-        .new_kv_cache(KvConfig {
-            n_ctx: teacher_forced_len(prompt),
-            n_seq: 1,
-            max_batch: CHUNK,
-        })
+        .new_kv_cache(KvConfig::new(teacher_forced_len(prompt), 1, CHUNK))
         .unwrap();
     score_teacher_forced(prompt, CHUNK, |tokens| {
         let logits = model.eval(&mut cache, 0, tokens, LogitsFor::All).unwrap();

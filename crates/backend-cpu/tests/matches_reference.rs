@@ -20,11 +20,7 @@ fn tokens(model_path: &std::path::Path) -> Vec<u32> {
 fn trace<B: Backend>(model_path: &std::path::Path, backend: B, tokens: &[u32]) -> Trace {
     let model = Model::load(model_path, backend).unwrap();
     let mut cache = model
-        .new_kv_cache(KvConfig {
-            n_ctx: tokens.len(),
-            n_seq: 1,
-            max_batch: tokens.len(),
-        })
+        .new_kv_cache(KvConfig::new(tokens.len(), 1, tokens.len()))
         .unwrap();
     let mut recorder = Recorder::new();
     let batch = Batch::sequence(0, 0, tokens, LogitsFor::All);
@@ -121,11 +117,7 @@ fn gemma3_layers_match_the_reference() {
 fn run(path: &std::path::Path, threads: usize, tokens: &[u32], max_batch: usize) -> Vec<f32> {
     let model = Model::load(path, CpuBackend::new(threads, KvCacheType::F16).unwrap()).unwrap();
     let mut cache = model
-        .new_kv_cache(KvConfig {
-            n_ctx: tokens.len() + 4,
-            n_seq: 1,
-            max_batch,
-        })
+        .new_kv_cache(KvConfig::new(tokens.len() + 4, 1, max_batch))
         .unwrap();
     let mut all = model
         .eval(&mut cache, 0, tokens, LogitsFor::All)

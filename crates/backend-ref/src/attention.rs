@@ -1,6 +1,6 @@
 //! The KV cache storage and causal attention over it.
 
-use plumb_model::{Activations, AttentionStep, KvLayout, LayerKv};
+use plumb_model::{Activations, AttentionStep, BlockCopy, KvLayout, LayerKv};
 use rayon::prelude::*;
 
 use crate::matmul::dot;
@@ -11,7 +11,7 @@ pub struct RefKvStorage {
     layers: Vec<LayerStore>,
 }
 
-/// One layer: for each sequence, `capacity` slots of one K row and one V row each.
+/// One layer: `n_slots` slots of one K row and one V row each.
 struct LayerStore {
     shape: LayerKv,
     k: Vec<f32>,
@@ -23,13 +23,10 @@ impl RefKvStorage {
         let layers = layout
             .layers
             .iter()
-            .map(|shape| {
-                let slots = layout.n_seq * shape.capacity;
-                LayerStore {
-                    shape: *shape,
-                    k: vec![0.0; slots * shape.k_width()],
-                    v: vec![0.0; slots * shape.v_width()],
-                }
+            .map(|shape| LayerStore {
+                shape: *shape,
+                k: vec![0.0; shape.n_slots * shape.k_width()],
+                v: vec![0.0; shape.n_slots * shape.v_width()],
             })
             .collect();
         RefKvStorage { layers }
@@ -42,36 +39,44 @@ impl RefKvStorage {
     pub fn layer_shape(&self, layer: usize) -> &LayerKv {
         &self.layers[layer].shape
     }
+
+    /// Makes checked block copies, in order.
+    pub fn copy_blocks(&mut self, copies: &[BlockCopy]) {
+        for c in copies {
+            for layer in self.layers.iter_mut().filter(|l| l.shape.group == c.group) {
+                let (kw, vw) = (layer.shape.k_width(), layer.shape.v_width());
+                layer
+                    .k
+                    .copy_within(c.src * kw..(c.src + c.len) * kw, c.dst * kw);
+                layer
+                    .v
+                    .copy_within(c.src * vw..(c.src + c.len) * vw, c.dst * vw);
+            }
+        }
+    }
 }
 
 impl LayerStore {
-    fn index(&self, seq: usize, pos: usize) -> usize {
-        seq * self.shape.capacity + self.shape.slot(pos)
-    }
-
-    fn k_row(&self, seq: usize, pos: usize) -> &[f32] {
+    fn k_row(&self, slot: usize) -> &[f32] {
         let w = self.shape.k_width();
-        let i = self.index(seq, pos);
-        &self.k[i * w..(i + 1) * w]
+        &self.k[slot * w..(slot + 1) * w]
     }
 
-    fn v_row(&self, seq: usize, pos: usize) -> &[f32] {
+    fn v_row(&self, slot: usize) -> &[f32] {
         let w = self.shape.v_width();
-        let i = self.index(seq, pos);
-        &self.v[i * w..(i + 1) * w]
+        &self.v[slot * w..(slot + 1) * w]
     }
 
-    fn store(&mut self, seq: usize, pos: usize, k: &[f32], v: &[f32]) {
-        let i = self.index(seq, pos);
+    fn store(&mut self, slot: usize, k: &[f32], v: &[f32]) {
         let (kw, vw) = (self.shape.k_width(), self.shape.v_width());
-        self.k[i * kw..(i + 1) * kw].copy_from_slice(k);
-        self.v[i * vw..(i + 1) * vw].copy_from_slice(v);
+        self.k[slot * kw..(slot + 1) * kw].copy_from_slice(k);
+        self.v[slot * vw..(slot + 1) * vw].copy_from_slice(v);
     }
 }
 
 /// Stores the batch's keys and values, then computes, for each token and query head,
 /// `softmax(scale · q·Kᵀ) · V` over the positions the token sees. The caller has checked the
-/// shapes.
+/// shapes and slots.
 pub fn attention(
     q: &HostTensor,
     k: &HostTensor,
@@ -80,8 +85,8 @@ pub fn attention(
     step: &AttentionStep<'_>,
 ) -> HostTensor {
     let layer = &mut kv.layers[step.layer];
-    for (t, place) in step.tokens.iter().enumerate() {
-        layer.store(place.seq, place.pos, k.row(t), v.row(t));
+    for (t, &slot) in step.kv.slots.iter().enumerate() {
+        layer.store(slot, k.row(t), v.row(t));
     }
     let layer = &*layer;
     let (hd_k, hd_v) = (layer.shape.head_dim_k, layer.shape.head_dim_v);
@@ -94,19 +99,20 @@ pub fn attention(
         .enumerate()
         .for_each(|(t, out_row)| {
             let place = step.tokens[t];
+            let table = step.kv.of(place.seq);
             let visible = layer.shape.visible(place.pos);
             let mut weights = vec![0.0f32; visible.len()];
             for h in 0..step.n_head {
                 let kv_head = h / group;
                 let q_h = &q.row(t)[h * hd_k..(h + 1) * hd_k];
                 for (w, pos) in weights.iter_mut().zip(visible.clone()) {
-                    let k_h = &layer.k_row(place.seq, pos)[kv_head * hd_k..(kv_head + 1) * hd_k];
+                    let k_h = &layer.k_row(table.slot(pos))[kv_head * hd_k..(kv_head + 1) * hd_k];
                     *w = step.scale * dot(q_h, k_h);
                 }
                 softmax(&mut weights);
                 let out_h = &mut out_row[h * hd_v..(h + 1) * hd_v];
                 for (&w, pos) in weights.iter().zip(visible.clone()) {
-                    let v_h = &layer.v_row(place.seq, pos)[kv_head * hd_v..(kv_head + 1) * hd_v];
+                    let v_h = &layer.v_row(table.slot(pos))[kv_head * hd_v..(kv_head + 1) * hd_v];
                     for (o, &x) in out_h.iter_mut().zip(v_h) {
                         *o += w * x;
                     }

@@ -2,7 +2,7 @@
 //! error naming the backend, the op and the problem instead of a panic inside a kernel.
 
 use plumb_ggml::KernelError;
-use plumb_model::{Activations, AttentionStep, LayerKv, ModelError, Result, Rope};
+use plumb_model::{Activations, AttentionStep, BlockCopy, LayerKv, ModelError, Result, Rope};
 
 use crate::HostTensor;
 
@@ -142,6 +142,63 @@ impl Checks {
                     step.tokens.len()
                 ),
             ));
+        }
+        self.kv_slots(shape, step)
+    }
+
+    /// Checks that every slot the step writes or reads through its block tables is in the
+    /// layer's storage.
+    fn kv_slots(&self, shape: &LayerKv, step: &AttentionStep<'_>) -> Result<()> {
+        let (slots, bs) = (step.kv.slots, step.kv.block_size());
+        if slots.len() != step.tokens.len() {
+            return Err(self.error(
+                "attention",
+                format!("{} slots for {} tokens", slots.len(), step.tokens.len()),
+            ));
+        }
+        if let Some(&bad) = slots.iter().find(|&&s| s >= shape.n_slots) {
+            return Err(self.error(
+                "attention",
+                format!("slot {bad} of a layer of {}", shape.n_slots),
+            ));
+        }
+        let n_blocks = shape.n_slots / bs;
+        for place in step.tokens {
+            let seen = shape.visible(place.pos);
+            let table = step.kv.of(place.seq).blocks;
+            let blocks = seen.start / bs..seen.end.div_ceil(bs);
+            if table.len() < blocks.end || table[blocks].iter().any(|&b| b as usize >= n_blocks) {
+                return Err(self.error(
+                    "attention",
+                    format!(
+                        "the block table of sequence {} does not hold positions {seen:?} in a \
+                         layer of {n_blocks} blocks",
+                        place.seq
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks that block copies stay within the groups' layers.
+    pub fn block_copies(&self, layers: &[&LayerKv], copies: &[BlockCopy]) -> Result<()> {
+        for c in copies {
+            let mut group = layers.iter().filter(|l| l.group == c.group).peekable();
+            let end = c.src.max(c.dst) + c.len;
+            if group.peek().is_none() || group.any(|l| end > l.n_slots) {
+                return Err(self.error(
+                    "copy_kv_blocks",
+                    format!(
+                        "slots {}..{} to {}..{} of group {} are not in the cache",
+                        c.src,
+                        c.src + c.len,
+                        c.dst,
+                        c.dst + c.len,
+                        c.group
+                    ),
+                ));
+            }
         }
         Ok(())
     }

@@ -11,7 +11,9 @@ mod matmul;
 pub mod ops;
 mod tensor;
 
-use plumb_model::{Activation, AttentionStep, Backend, KvLayout, Result, Rope, WeightTensor};
+use plumb_model::{
+    Activation, AttentionStep, Backend, BlockCopy, KvLayout, Result, Rope, WeightTensor,
+};
 
 pub use attention::RefKvStorage;
 pub use checks::Checks;
@@ -56,6 +58,13 @@ impl Backend for RefBackend {
 
     fn new_kv_storage(&self, layout: &KvLayout) -> Result<RefKvStorage> {
         Ok(RefKvStorage::new(layout))
+    }
+
+    fn copy_kv_blocks(&self, kv: &mut RefKvStorage, copies: &[BlockCopy]) -> Result<()> {
+        let layers: Vec<_> = (0..kv.n_layers()).map(|l| kv.layer_shape(l)).collect();
+        CHECK.block_copies(&layers, copies)?;
+        kv.copy_blocks(copies);
+        Ok(())
     }
 
     fn embed(&self, table: &WeightTensor, tokens: &[u32]) -> Result<HostTensor> {

@@ -21,11 +21,7 @@ fn check(name: &str) {
         .tokens
         .clone();
     let model = Model::load(&model_path, RefBackend::new()).unwrap();
-    let config = KvConfig {
-        n_ctx: tokens.len(),
-        n_seq: 1,
-        max_batch: tokens.len(),
-    };
+    let config = KvConfig::new(tokens.len(), 1, tokens.len());
 
     let mut cache = model.new_kv_cache(config).unwrap();
     let full = model.eval(&mut cache, 0, &tokens, LogitsFor::All).unwrap();

@@ -21,11 +21,7 @@ fn cache(
     max_batch: usize,
 ) -> plumb_model::KvCache<RefBackend> {
     model
-        .new_kv_cache(KvConfig {
-            n_ctx,
-            n_seq,
-            max_batch,
-        })
+        .new_kv_cache(KvConfig::new(n_ctx, n_seq, max_batch))
         .unwrap()
 }
 
@@ -41,9 +37,12 @@ fn incremental_decoding_equals_full_recomputation() {
     for arch in ARCHS {
         let model = model(arch);
         let full = full_pass(&model, &TOKENS);
-        // Batches of at most 2 make gemma3's local layers keep a ring of 4 + 2 − 1 = 5
-        // positions, which the 12 tokens wrap around twice.
-        let mut c = cache(&model, TOKENS.len(), 1, 2);
+        // In blocks of 2 positions, with batches of at most 2, gemma3's local layers (window
+        // 4) get a pool of 4 blocks, which the 12 tokens go around one and a half times.
+        let mut config = KvConfig::new(TOKENS.len(), 1, 2);
+        config.block_size = 2;
+        config.n_blocks = TOKENS.len() / 2;
+        let mut c = model.new_kv_cache(config).unwrap();
         let prefill = model
             .eval(&mut c, 0, &TOKENS[..5], LogitsFor::Last)
             .unwrap();

@@ -44,11 +44,7 @@ fn tinyllama_shape_loads_and_runs() {
     );
 
     let tokens = [1u32, 450, 7483, 310];
-    let config = KvConfig {
-        n_ctx: 16,
-        n_seq: 1,
-        max_batch: 4,
-    };
+    let config = KvConfig::new(16, 1, 4);
     let mut cache = model.new_kv_cache(config).unwrap();
     let full = model.eval(&mut cache, 0, &tokens, LogitsFor::All).unwrap();
     assert_eq!(full.len(), 4);

@@ -34,11 +34,7 @@ fn check_trace(name: &str) {
 
     let model = Model::load(&model_path, RefBackend::new()).unwrap();
     let mut cache = model
-        .new_kv_cache(KvConfig {
-            n_ctx: tokens.len(),
-            n_seq: 1,
-            max_batch: tokens.len(),
-        })
+        .new_kv_cache(KvConfig::new(tokens.len(), 1, tokens.len()))
         .unwrap();
     let mut recorder = Recorder::new();
     let batch = Batch::sequence(0, 0, &tokens, LogitsFor::All);

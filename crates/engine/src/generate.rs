@@ -107,11 +107,7 @@ impl<'m, B: Backend> Session<'m, B> {
         n_ctx: usize,
         batch: usize,
     ) -> Result<Self, EngineError> {
-        let cache = model.new_kv_cache(KvConfig {
-            n_ctx,
-            n_seq: 1,
-            max_batch: batch.min(n_ctx),
-        })?;
+        let cache = model.new_kv_cache(KvConfig::new(n_ctx, 1, batch.min(n_ctx)))?;
         Ok(Session {
             model,
             tokenizer,

@@ -4,10 +4,11 @@
 //! Activations are batched: a [`Backend::Tensor`] is a row-major matrix of `n_tokens` rows,
 //! one per token of the batch (ggml shape `[width, n_tokens]`). Weights are the backend's own
 //! copy or view of a [`WeightTensor`]; a matrix weight with GGUF shape `[k, m]` maps `k`-wide
-//! rows to `m`-wide rows. The KV cache's storage is the backend's too; its bookkeeping (which
-//! sequence holds which positions) is shared, in [`crate::KvCache`].
+//! rows to `m`-wide rows. The KV cache's storage is the backend's too: flat slots per layer. Its bookkeeping
+//! (which slots hold which positions of which sequence) is shared, in [`crate::KvCache`], and
+//! reaches the backend as [`BlockTables`].
 
-use crate::kv_cache::KvLayout;
+use crate::kv_cache::{BlockCopy, BlockTables, KvLayout};
 use crate::rope::Rope;
 use crate::weights::WeightTensor;
 use crate::Result;
@@ -46,6 +47,8 @@ pub struct AttentionStep<'a> {
     pub n_head: usize,
     /// The factor applied to `q·k` before the softmax.
     pub scale: f32,
+    /// The slot each token writes and the block tables it reads through.
+    pub kv: BlockTables<'a>,
 }
 
 /// The backend operations. Every op either returns a result or an error naming the op; none
@@ -55,7 +58,7 @@ pub trait Backend: Send + Sync {
     type Weight: Send + Sync;
     /// A batch of f32 activations, `[n_tokens × width]`.
     type Tensor: Activations;
-    /// Per-layer K and V for every sequence of a [`crate::KvCache`].
+    /// Per-layer K and V slots of a [`crate::KvCache`].
     type KvStorage: Send;
 
     /// A short name for messages: `"ref"`, `"cuda"`.
@@ -65,8 +68,12 @@ pub trait Backend: Send + Sync {
     /// use its type.
     fn load_weight(&self, tensor: WeightTensor) -> Result<Self::Weight>;
 
-    /// Allocates K/V storage for every layer and sequence of `layout`.
+    /// Allocates K/V storage for every layer of `layout`: `n_slots` slots each.
     fn new_kv_storage(&self, layout: &KvLayout) -> Result<Self::KvStorage>;
+
+    /// Copies slots between blocks, in order, in every layer of each copy's group: the
+    /// private copy of a shared block that a sequence is about to write.
+    fn copy_kv_blocks(&self, kv: &mut Self::KvStorage, copies: &[BlockCopy]) -> Result<()>;
 
     /// Embedding lookup: row `tokens[t]` of `table` (GGUF shape `[n_embd, n_vocab]`) for each t.
     fn embed(&self, table: &Self::Weight, tokens: &[u32]) -> Result<Self::Tensor>;
@@ -95,9 +102,9 @@ pub trait Backend: Send + Sync {
     ) -> Result<Self::Tensor>;
 
     /// Causal attention over the cache. First stores each token's K and V rows (`n_head_kv`
-    /// heads each) at its sequence and position in `kv`, then, for each token, attends its
-    /// `n_head` query heads over the positions of its own sequence up to its own, within the
-    /// layer's sliding window if it has one. Query heads share KV heads in groups of
+    /// heads each) in its slot (`step.kv.slots`), then, for each token, attends its `n_head`
+    /// query heads over the positions of its own sequence up to its own, within the layer's
+    /// sliding window if it has one, found through its sequence's block table. Query heads share KV heads in groups of
     /// `n_head / n_head_kv`. Returns `[n_tokens × n_head·head_dim_v]`.
     fn attention(
         &self,

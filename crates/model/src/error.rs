@@ -54,6 +54,23 @@ pub enum ModelError {
         len: usize,
         reason: String,
     },
+    #[error(
+        "the KV cache's block pool for {pool} is exhausted: {needed} more blocks were needed, \
+         {free} of {total} are free; finish or clear sequences, or create the cache with more \
+         blocks"
+    )]
+    KvPoolExhausted {
+        pool: String,
+        needed: usize,
+        free: usize,
+        total: usize,
+    },
+    #[error("cannot fork sequence {src} into sequence {dst}: {reason}")]
+    Fork {
+        src: usize,
+        dst: usize,
+        reason: String,
+    },
     #[error("{backend} backend, {op}: {message}")]
     Backend {
         backend: &'static str,

@@ -1,19 +1,37 @@
 //! The KV cache: per layer, the keys and values of every position of several sequences, so that
 //! each new token attends to its sequence's past without recomputing it.
 //!
-//! The storage belongs to the backend (host memory, device memory); this module owns the shape
-//! of it ([`KvLayout`]) and the bookkeeping every backend shares: how many positions each
-//! sequence holds, and whether a batch fits.
+//! The storage belongs to the backend (host memory, device memory) and is flat: per layer, a
+//! run of slots of one K row and one V row each. This module owns its shape ([`KvLayout`]) and
+//! everything else, which every backend shares: which slots hold which positions, how many
+//! positions each sequence holds, and whether a batch fits.
 //!
-//! Each sequence's positions must arrive in order, from 0, without gaps. A layer with a sliding
-//! window of `w` keeps only a ring of `w + max_batch - 1` positions per sequence: enough for the
-//! oldest token of a batch to still see its `w − 1` predecessors after the whole batch has been
-//! written. Position `p` lives in slot `p mod capacity`.
+//! Slots are handed out in blocks of `block_size` positions, as in vLLM's paged attention.
+//! Layers with the same attention window form a group that shares one pool of blocks and one
+//! block table per sequence; block `b` of a group is slots `b·block_size..(b+1)·block_size` of
+//! each of its layers, and position `p` of a sequence lives in slot
+//! `table[p / block_size] · block_size + p % block_size`. Sequences take blocks as they grow and
+//! give them back when cleared or cut short; a sliding-window group gives back the blocks no
+//! later token can see after each pass.
+//!
+//! Whole blocks are also a prefix cache: each is registered under a hash of the tokens up to
+//! its end, and stays findable after its sequence lets go of it, until the pool needs it for
+//! something else. [`KvCache::reuse_prefix`] starts a sequence on the blocks of an earlier one
+//! that began with the same tokens, and [`KvCache::fork`] starts one as a copy of another; the
+//! blocks they share are never written again.
+//!
+//! Each sequence's positions must arrive in order, from 0, without gaps.
+
+mod block_pool;
+mod paging;
+mod prefix_hash;
 
 use std::ops::Range;
 
 use crate::backend::{Backend, TokenPos};
 use crate::{ModelError, Result};
+use block_pool::BlockId;
+use paging::Paging;
 
 /// How large a cache to make.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,6 +42,40 @@ pub struct KvConfig {
     pub n_seq: usize,
     /// The most tokens one forward pass may carry (all sequences together).
     pub max_batch: usize,
+    /// Positions per block; a power of two, so that a slot is found with shifts.
+    pub block_size: usize,
+    /// Blocks in the pool of the layers without a sliding window. A windowed group gets
+    /// what its `n_seq` sequences can hold at once at most, which it can then never exceed.
+    pub n_blocks: usize,
+}
+
+impl KvConfig {
+    /// vLLM's default: small enough to share prompts at a fine grain, large enough that a
+    /// block table stays short.
+    pub const DEFAULT_BLOCK_SIZE: usize = 16;
+
+    /// A cache whose `n_seq` sequences can all hold `n_ctx` positions at once, in blocks of
+    /// [`Self::DEFAULT_BLOCK_SIZE`]. Set `n_blocks` after a different `block_size`.
+    pub fn new(n_ctx: usize, n_seq: usize, max_batch: usize) -> Self {
+        let block_size = Self::DEFAULT_BLOCK_SIZE;
+        KvConfig {
+            n_ctx,
+            n_seq,
+            max_batch,
+            block_size,
+            n_blocks: n_seq * n_ctx.div_ceil(block_size),
+        }
+    }
+
+    /// Blocks one sequence of a group with `window` can hold at once: all its positions, or
+    /// the window of its oldest token of a full batch plus the batch, wherever blocks start.
+    fn blocks_per_seq(&self, window: Option<usize>) -> usize {
+        let all = self.n_ctx.div_ceil(self.block_size);
+        match window {
+            Some(w) => all.min((w - 1 + self.max_batch).div_ceil(self.block_size) + 1),
+            None => all,
+        }
+    }
 }
 
 /// The shape of the whole cache.
@@ -32,10 +84,20 @@ pub struct KvLayout {
     pub n_ctx: usize,
     pub n_seq: usize,
     pub max_batch: usize,
+    pub block_size: usize,
+    /// Layer groups, in order of their first layer.
+    pub groups: Vec<KvGroup>,
     pub layers: Vec<LayerKv>,
 }
 
-/// The shape of one layer's cache, for one sequence.
+/// Layers that share block tables and a pool: those with the same window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KvGroup {
+    pub window: Option<usize>,
+    pub n_blocks: usize,
+}
+
+/// The shape of one layer's cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LayerKv {
     pub n_head_kv: usize,
@@ -43,34 +105,28 @@ pub struct LayerKv {
     pub head_dim_v: usize,
     /// Sliding window: a token sees itself and the `window − 1` positions before it.
     pub window: Option<usize>,
-    /// Positions stored per sequence.
-    pub capacity: usize,
+    /// The layer's group in [`KvLayout::groups`].
+    pub group: usize,
+    /// Slots in the layer's storage: its group's blocks times the block size.
+    pub n_slots: usize,
 }
 
 impl LayerKv {
+    /// A layer's shape, before [`KvLayout::new`] places it in a group.
     pub fn new(
         n_head_kv: usize,
         head_dim_k: usize,
         head_dim_v: usize,
         window: Option<usize>,
-        config: &KvConfig,
     ) -> Self {
-        let capacity = match window {
-            Some(w) => (w + config.max_batch - 1).min(config.n_ctx),
-            None => config.n_ctx,
-        };
         LayerKv {
             n_head_kv,
             head_dim_k,
             head_dim_v,
             window,
-            capacity,
+            group: 0,
+            n_slots: 0,
         }
-    }
-
-    /// The slot that holds position `pos`.
-    pub fn slot(&self, pos: usize) -> usize {
-        pos % self.capacity
     }
 
     /// The positions a token at `pos` attends to.
@@ -93,18 +149,129 @@ impl LayerKv {
     }
 }
 
+impl KvLayout {
+    /// The layout of a cache of `config` for `layers`: one group per distinct window, and
+    /// each layer's group and slots filled in.
+    pub fn new(config: &KvConfig, mut layers: Vec<LayerKv>) -> Self {
+        let mut groups: Vec<KvGroup> = Vec::new();
+        for layer in &mut layers {
+            layer.group = match groups.iter().position(|g| g.window == layer.window) {
+                Some(g) => g,
+                None => {
+                    let n_blocks = match layer.window {
+                        Some(_) => config.n_seq * config.blocks_per_seq(layer.window),
+                        None => config.n_blocks,
+                    };
+                    groups.push(KvGroup {
+                        window: layer.window,
+                        n_blocks,
+                    });
+                    groups.len() - 1
+                }
+            };
+            layer.n_slots = groups[layer.group].n_blocks * config.block_size;
+        }
+        KvLayout {
+            n_ctx: config.n_ctx,
+            n_seq: config.n_seq,
+            max_batch: config.max_batch,
+            block_size: config.block_size,
+            groups,
+            layers,
+        }
+    }
+}
+
+/// A copy of `len` slots from `src` to `dst` in every layer of group `group`: a block that a
+/// sequence must write but shares with another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockCopy {
+    pub group: usize,
+    pub src: usize,
+    pub dst: usize,
+    pub len: usize,
+}
+
+/// Where one layer's keys and values go and come from in one pass.
+#[derive(Debug, Clone, Copy)]
+pub struct BlockTables<'a> {
+    /// The slot each token of the batch writes its key and value to.
+    pub slots: &'a [usize],
+    /// Per sequence id, its block table.
+    tables: &'a [Vec<BlockId>],
+    shift: u32,
+}
+
+/// One sequence's block table: entry `i` holds positions `i·block_size..(i+1)·block_size`.
+#[derive(Debug, Clone, Copy)]
+pub struct BlockTable<'a> {
+    pub blocks: &'a [u32],
+    shift: u32,
+}
+
+impl<'a> BlockTables<'a> {
+    /// `block_size` must be a power of two; `tables` are indexed by sequence id.
+    pub fn new(block_size: usize, slots: &'a [usize], tables: &'a [Vec<u32>]) -> Self {
+        debug_assert!(block_size.is_power_of_two());
+        BlockTables {
+            slots,
+            tables,
+            shift: block_size.trailing_zeros(),
+        }
+    }
+
+    pub fn block_size(&self) -> usize {
+        1 << self.shift
+    }
+
+    /// The block table of sequence `seq` (empty for an unknown sequence).
+    pub fn of(&self, seq: usize) -> BlockTable<'a> {
+        BlockTable {
+            blocks: self.tables.get(seq).map_or(&[], Vec::as_slice),
+            shift: self.shift,
+        }
+    }
+}
+
+impl BlockTable<'_> {
+    /// The slot that holds position `pos`, which the table must cover.
+    #[inline(always)]
+    pub fn slot(&self, pos: usize) -> usize {
+        ((self.blocks[pos >> self.shift] as usize) << self.shift) | (pos & ((1 << self.shift) - 1))
+    }
+}
+
 /// A KV cache for one model on one backend.
 pub struct KvCache<B: Backend> {
     layout: KvLayout,
-    /// Positions held by each sequence.
-    lens: Vec<usize>,
+    paging: Paging,
     storage: B::KvStorage,
+}
+
+/// What a pass needs of the cache besides its storage.
+pub(crate) struct PassKv<'a> {
+    layout: &'a KvLayout,
+    paging: &'a Paging,
+    /// Per group, the slot each token writes.
+    slots: Vec<Vec<usize>>,
+}
+
+impl<'a> PassKv<'a> {
+    /// The block tables of layer `layer`'s group.
+    pub fn layer(&self, layer: usize) -> BlockTables<'_> {
+        let group = self.layout.layers[layer].group;
+        BlockTables::new(
+            self.layout.block_size,
+            &self.slots[group],
+            self.paging.tables(group),
+        )
+    }
 }
 
 impl<B: Backend> KvCache<B> {
     pub(crate) fn new(layout: KvLayout, storage: B::KvStorage) -> Self {
         KvCache {
-            lens: vec![0; layout.n_seq],
+            paging: Paging::new(layout.block_size, &layout.groups, layout.n_seq),
             layout,
             storage,
         }
@@ -122,37 +289,79 @@ impl<B: Backend> KvCache<B> {
         self.layout.n_seq
     }
 
-    /// Positions sequence `seq` holds: the position its next token must have.
-    pub fn seq_len(&self, seq: usize) -> usize {
-        self.lens[seq]
+    pub fn block_size(&self) -> usize {
+        self.layout.block_size
     }
 
-    /// Forgets a sequence, so that it starts again at position 0.
+    /// Positions sequence `seq` holds: the position its next token must have (0 for an
+    /// unknown sequence).
+    pub fn seq_len(&self, seq: usize) -> usize {
+        self.paging.len(seq)
+    }
+
+    /// Forgets a sequence, so that it starts again at position 0. Its whole blocks stay in
+    /// the prefix cache.
     pub fn clear_seq(&mut self, seq: usize) {
-        self.lens[seq] = 0;
+        self.paging.clear(seq);
     }
 
     /// Keeps only the first `len` positions of sequence `seq`, so that it continues at `len`:
     /// a prompt that shares a prefix with what the cache holds evaluates only the rest.
     ///
-    /// A sliding-window layer holds a ring of recent positions only. When the ring no longer
-    /// holds the positions a token at `len` must see, this fails and changes nothing; clear
-    /// the sequence and evaluate it again from the start.
+    /// A sliding-window layer gives back the blocks no later token could see. When a token at
+    /// `len` needs one that has since left the prefix cache, or a shared block needs a copy
+    /// and the pool has no block for it, this fails and changes nothing; clear the sequence
+    /// and evaluate it again from the start.
     pub fn truncate(&mut self, seq: usize, len: usize) -> Result<()> {
-        let Some(&held) = self.lens.get(seq) else {
-            return Err(ModelError::Truncate {
-                seq,
-                len,
-                reason: format!("the cache holds sequences 0..{}", self.layout.n_seq),
-            });
+        let reason = if seq >= self.layout.n_seq {
+            format!("the cache holds sequences 0..{}", self.layout.n_seq)
+        } else {
+            match self.paging.truncate(seq, len) {
+                Ok(()) => return Ok(()),
+                Err(reason) => reason,
+            }
         };
-        check_truncate(&self.layout.layers, held, len).map_err(|reason| ModelError::Truncate {
-            seq,
-            len,
-            reason,
-        })?;
-        self.lens[seq] = len;
-        Ok(())
+        Err(ModelError::Truncate { seq, len, reason })
+    }
+
+    /// Starts the empty sequence `seq` on cached blocks: the longest run of whole blocks that
+    /// earlier sequences computed for a prefix of `tokens`, shorter than `tokens` (its last
+    /// token must be evaluated for its logits). Returns the positions the sequence now holds,
+    /// a multiple of the block size; evaluate `tokens` from there. Returns 0, attaching
+    /// nothing, when `seq` is unknown or not empty.
+    pub fn reuse_prefix(&mut self, seq: usize, tokens: &[u32]) -> usize {
+        self.paging.reuse_prefix(seq, tokens)
+    }
+
+    /// Makes the empty sequence `dst` continue exactly as `src` would: it shares `src`'s whole
+    /// blocks and gets a copy of its partial last block (made before the next pass).
+    pub fn fork(&mut self, src: usize, dst: usize) -> Result<()> {
+        self.paging
+            .fork(src, dst)
+            .map_err(|reason| ModelError::Fork { src, dst, reason })
+    }
+
+    /// Blocks a sequence can still take: free ones and cached ones nobody holds. Only the
+    /// pools of layers without a sliding window count: a windowed pool is sized so that it
+    /// never runs out. Likewise for [`Self::used_blocks`], [`Self::total_blocks`] and
+    /// [`Self::blocks_needed`].
+    pub fn free_blocks(&self) -> usize {
+        self.paging.free_blocks()
+    }
+
+    /// Blocks held by sequences.
+    pub fn used_blocks(&self) -> usize {
+        self.paging.used_blocks()
+    }
+
+    pub fn total_blocks(&self) -> usize {
+        self.paging.total_blocks()
+    }
+
+    /// The most blocks one sequence of `n_tokens` positions holds at once: what to set aside
+    /// for it so that it can never find the pool exhausted.
+    pub fn blocks_needed(&self, n_tokens: usize) -> usize {
+        self.paging.blocks_needed(n_tokens)
     }
 
     /// Checks that a batch can run against this cache: sequence ids in range, each sequence's
@@ -168,7 +377,8 @@ impl<B: Backend> KvCache<B> {
                 self.layout.max_batch
             )));
         }
-        let mut next = self.lens.clone();
+        let lens: Vec<usize> = (0..self.layout.n_seq).map(|s| self.paging.len(s)).collect();
+        let mut next = lens.clone();
         for (i, t) in tokens.iter().enumerate() {
             let Some(expected) = next.get_mut(t.seq) else {
                 return Err(ModelError::Batch(format!(
@@ -185,7 +395,7 @@ impl<B: Backend> KvCache<B> {
             }
             *expected += 1;
         }
-        for (seq, (&len, &end)) in self.lens.iter().zip(&next).enumerate() {
+        for (seq, (&len, &end)) in lens.iter().zip(&next).enumerate() {
             if end > self.layout.n_ctx {
                 return Err(ModelError::ContextFull {
                     seq,
@@ -198,82 +408,100 @@ impl<B: Backend> KvCache<B> {
         Ok(())
     }
 
-    /// Records that a checked batch has been written.
-    pub(crate) fn advance(&mut self, tokens: &[TokenPos]) {
-        for t in tokens {
-            self.lens[t.seq] = t.pos + 1;
+    /// Makes the block copies that forks and truncations asked for.
+    pub(crate) fn copy_pending(&mut self, backend: &B) -> Result<()> {
+        let copies = self.paging.pending_copies();
+        if !copies.is_empty() {
+            backend.copy_kv_blocks(&mut self.storage, copies)?;
+            self.paging.copies_done();
         }
+        Ok(())
     }
 
-    pub(crate) fn storage_mut(&mut self) -> &mut B::KvStorage {
-        &mut self.storage
+    /// Gives a checked batch's sequences the blocks it writes, and returns the storage and
+    /// where the pass reads and writes it. Fails, changing nothing, when a pool is exhausted.
+    pub(crate) fn begin_pass(
+        &mut self,
+        places: &[TokenPos],
+    ) -> Result<(&mut B::KvStorage, PassKv<'_>)> {
+        self.paging.grow(places)?;
+        let slots = (0..self.layout.groups.len())
+            .map(|g| self.paging.slots(g, places))
+            .collect();
+        let kv = PassKv {
+            layout: &self.layout,
+            paging: &self.paging,
+            slots,
+        };
+        Ok((&mut self.storage, kv))
     }
-}
 
-/// Why a sequence holding `held` positions cannot continue at `len`, if it cannot.
-fn check_truncate(layers: &[LayerKv], held: usize, len: usize) -> Result<(), String> {
-    if len > held {
-        return Err(format!("it holds only {held} positions"));
-    }
-    for (il, layer) in layers.iter().enumerate() {
-        let Some(window) = layer.window else { continue };
-        let oldest_held = held.saturating_sub(layer.capacity);
-        let oldest_needed = (len + 1).saturating_sub(window);
-        if oldest_needed < oldest_held {
-            return Err(format!(
-                "layer {il} has a sliding window of {window}, and its ring holds only \
-                 positions {oldest_held}..{held}"
-            ));
+    /// Records a pass begun with [`Self::begin_pass`]: its tokens if it wrote them, else the
+    /// blocks it took go back.
+    pub(crate) fn end_pass(&mut self, tokens: &[u32], places: &[TokenPos], written: bool) {
+        if written {
+            self.paging.written(tokens, places);
+        } else {
+            self.paging.abandon();
         }
     }
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const CONFIG: KvConfig = KvConfig {
-        n_ctx: 100,
-        n_seq: 2,
-        max_batch: 8,
-    };
-
     #[test]
-    fn window_ring_holds_a_window_plus_a_batch() {
-        let layer = LayerKv::new(1, 4, 4, Some(10), &CONFIG);
-        assert_eq!(layer.capacity, 17);
-        assert_eq!(layer.visible(3), 0..4);
-        assert_eq!(layer.visible(25), 16..26);
-        // The oldest query of a full batch ending at position 40 sees 24..34; the batch writes
-        // 33..41. None of them may share a slot.
-        let live: Vec<usize> = (24..41).map(|p| layer.slot(p)).collect();
-        let mut dedup = live.clone();
-        dedup.sort_unstable();
-        dedup.dedup();
-        assert_eq!(dedup.len(), live.len());
-
-        let global = LayerKv::new(1, 4, 4, None, &CONFIG);
-        assert_eq!(global.capacity, 100);
-        assert_eq!(global.visible(25), 0..26);
-        let tiny = LayerKv::new(1, 4, 4, Some(512), &CONFIG);
-        assert_eq!(tiny.capacity, 100);
+    fn layers_group_by_window_and_windowed_pools_hold_a_window_and_a_batch() {
+        let mut config = KvConfig::new(100, 2, 8);
+        config.block_size = 4;
+        config.n_blocks = 30;
+        let layout = KvLayout::new(
+            &config,
+            vec![
+                LayerKv::new(1, 4, 4, Some(10)),
+                LayerKv::new(1, 4, 4, None),
+                LayerKv::new(1, 4, 4, Some(10)),
+                LayerKv::new(1, 4, 4, Some(500)),
+            ],
+        );
+        // Window 10 with batches of 8: 17 positions, in at most ⌈17/4⌉ + 1 = 6 blocks.
+        // Window 500 is wider than the context: 25 blocks.
+        assert_eq!(
+            layout.groups,
+            [
+                KvGroup {
+                    window: Some(10),
+                    n_blocks: 12
+                },
+                KvGroup {
+                    window: None,
+                    n_blocks: 30
+                },
+                KvGroup {
+                    window: Some(500),
+                    n_blocks: 50
+                },
+            ]
+        );
+        let groups: Vec<usize> = layout.layers.iter().map(|l| l.group).collect();
+        assert_eq!(groups, [0, 1, 0, 2]);
+        assert_eq!(layout.layers[1].n_slots, 120);
+        assert_eq!(layout.layers[0].visible(3), 0..4);
+        assert_eq!(layout.layers[0].visible(25), 16..26);
+        assert_eq!(layout.layers[1].visible(25), 0..26);
+        assert_eq!(KvConfig::new(100, 2, 8).n_blocks, 14);
     }
 
     #[test]
-    fn truncation_keeps_what_a_window_ring_still_holds() {
-        // Window 10, batches of 8: a ring of 17 positions.
-        let local = LayerKv::new(1, 4, 4, Some(10), &CONFIG);
-        let global = LayerKv::new(1, 4, 4, None, &CONFIG);
-        let layers = [global, local];
-        assert_eq!(check_truncate(&[global], 90, 0), Ok(()));
-        assert_eq!(check_truncate(&layers, 12, 3), Ok(()));
-        // Holding 0..40, the ring has 23..40; a token at 32 sees 23..33.
-        assert_eq!(check_truncate(&layers, 40, 32), Ok(()));
-        let err = check_truncate(&layers, 40, 31).unwrap_err();
-        assert!(err.contains("layer 1") && err.contains("23..40"), "{err}");
-        assert!(check_truncate(&layers, 40, 41)
-            .unwrap_err()
-            .contains("only 40"));
+    fn a_slot_is_the_block_times_the_block_size_plus_the_offset() {
+        let tables = [vec![5, 2], vec![0, 7, 1]];
+        let slots = [3];
+        let t = BlockTables::new(8, &slots, &tables);
+        assert_eq!(t.block_size(), 8);
+        assert_eq!(t.of(0).slot(0), 40);
+        assert_eq!(t.of(0).slot(9), 17);
+        assert_eq!(t.of(1).slot(23), 15);
+        assert!(t.of(2).blocks.is_empty());
     }
 }

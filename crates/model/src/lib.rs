@@ -5,15 +5,16 @@
 //!   cache, gated activation, residual add, row selection); `plumb-backend-ref` is the f32
 //!   reference implementation.
 //! - `arch/` has one file per architecture: llama (with qwen2 as a variant of it) and gemma3.
-//! - [`KvCache`] holds several sequences at different positions, with sliding-window rings
-//!   for local-attention layers.
+//! - [`KvCache`] holds several sequences at different positions in blocks of a shared pool
+//!   (paged, as vLLM's), with a prefix cache of whole blocks, forking, and sliding-window
+//!   layers that give back the blocks they no longer see.
 //! - An [`Observer`] sees every intermediate under llama.cpp's graph name.
 //!
 //! ```no_run
 //! # fn demo<B: plumb_model::Backend>(backend: B) -> plumb_model::Result<()> {
 //! use plumb_model::{KvConfig, LogitsFor, Model};
 //! let model = Model::load("model.gguf", backend)?;
-//! let mut cache = model.new_kv_cache(KvConfig { n_ctx: 2048, n_seq: 1, max_batch: 256 })?;
+//! let mut cache = model.new_kv_cache(KvConfig::new(2048, 1, 256))?;
 //! let logits = model.eval(&mut cache, 0, &[1, 415, 5565], LogitsFor::Last)?;
 //! let next = plumb_model::argmax(logits.last().unwrap());
 //! # Ok(()) }
@@ -36,7 +37,9 @@ pub use backend::{Activation, Activations, AttentionStep, Backend, TokenPos};
 pub use batch::{argmax, Batch, Logits, LogitsFor};
 pub use error::{ModelError, Result};
 pub use hparams::{Architecture, HyperParams};
-pub use kv_cache::{KvCache, KvConfig, KvLayout, LayerKv};
+pub use kv_cache::{
+    BlockCopy, BlockTable, BlockTables, KvCache, KvConfig, KvGroup, KvLayout, LayerKv,
+};
 pub use model::Model;
 pub use observer::{ObservedTensor, Observer, Recorder};
 pub use rope::{Rope, RopeStyle};

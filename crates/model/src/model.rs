@@ -83,12 +83,25 @@ impl<B: Backend> Model<B> {
             ("n_ctx", config.n_ctx),
             ("n_seq", config.n_seq),
             ("max_batch", config.max_batch),
+            ("n_blocks", config.n_blocks),
         ] {
             if value == 0 {
                 return Err(ModelError::Batch(format!(
                     "KV cache {name} must be at least 1"
                 )));
             }
+        }
+        if !config.block_size.is_power_of_two() {
+            return Err(ModelError::Batch(format!(
+                "KV cache block_size must be a power of two, not {}",
+                config.block_size
+            )));
+        }
+        if u32::try_from(config.n_blocks).is_err() {
+            return Err(ModelError::Batch(format!(
+                "KV cache n_blocks must be below 2³², not {}",
+                config.n_blocks
+            )));
         }
         if config.n_ctx > self.hparams.n_ctx_train {
             tracing::warn!(
@@ -104,21 +117,17 @@ impl<B: Backend> Model<B> {
                     Decoder::Llama(_) => None,
                     Decoder::Gemma3(g) => g.layer_window(il),
                 };
-                LayerKv::new(hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, window, &config)
+                LayerKv::new(hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, window)
             })
             .collect();
-        let layout = KvLayout {
-            n_ctx: config.n_ctx,
-            n_seq: config.n_seq,
-            max_batch: config.max_batch,
-            layers,
-        };
+        let layout = KvLayout::new(&config, layers);
         let storage = self.backend.new_kv_storage(&layout)?;
         Ok(KvCache::new(layout, storage))
     }
 
     /// Runs one batch: stores its keys and values in `cache` and returns the logits its tokens
-    /// asked for.
+    /// asked for. The cache's sequences take the blocks the batch needs; when a pool has too
+    /// few this fails with [`ModelError::KvPoolExhausted`] and the cache is unchanged.
     pub fn forward(&self, batch: &Batch, cache: &mut KvCache<B>) -> Result<Logits> {
         self.run(batch, cache, None)
     }
@@ -180,8 +189,10 @@ impl<B: Backend> Model<B> {
                 self.hparams.n_vocab
             )));
         }
+        cache.copy_pending(&self.backend)?;
         let output_rows = batch.output_rows();
-        let logits = {
+        let values = {
+            let (storage, blocks) = cache.begin_pass(batch.places())?;
             // The observer's own lifetime is shortened to the pass's.
             let observer = observer.map(|o| &mut *o as &mut dyn Observer);
             let mut pass = Pass::new(
@@ -189,16 +200,17 @@ impl<B: Backend> Model<B> {
                 batch.tokens(),
                 batch.places(),
                 &output_rows,
-                cache.storage_mut(),
+                storage,
+                &blocks,
                 observer,
             );
             match &self.decoder {
-                Decoder::Llama(d) => d.forward(&mut pass)?,
-                Decoder::Gemma3(d) => d.forward(&mut pass)?,
+                Decoder::Llama(d) => d.forward(&mut pass),
+                Decoder::Gemma3(d) => d.forward(&mut pass),
             }
+            .and_then(|logits| self.backend.to_host(&logits))
         };
-        let values = self.backend.to_host(&logits)?;
-        cache.advance(batch.places());
-        Ok(Logits::new(self.hparams.n_vocab, output_rows, values))
+        cache.end_pass(batch.tokens(), batch.places(), values.is_ok());
+        Ok(Logits::new(self.hparams.n_vocab, output_rows, values?))
     }
 }

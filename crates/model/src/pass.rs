@@ -1,7 +1,8 @@
-//! One forward pass in progress: the backend, the batch, the cache storage, and the observer
-//! that names intermediates.
+//! One forward pass in progress: the backend, the batch, the cache storage and its block
+//! tables, and the observer that names intermediates.
 
 use crate::backend::{Activations, Backend, TokenPos};
+use crate::kv_cache::PassKv;
 use crate::observer::Observer;
 use crate::Result;
 
@@ -14,6 +15,8 @@ pub(crate) struct Pass<'a, B: Backend> {
     /// Batch rows whose logits are wanted.
     pub output_rows: &'a [usize],
     pub kv: &'a mut B::KvStorage,
+    /// Where each layer's keys and values go and come from.
+    pub blocks: &'a PassKv<'a>,
     observer: Option<&'a mut dyn Observer>,
 }
 
@@ -24,6 +27,7 @@ impl<'a, B: Backend> Pass<'a, B> {
         places: &'a [TokenPos],
         output_rows: &'a [usize],
         kv: &'a mut B::KvStorage,
+        blocks: &'a PassKv<'a>,
         observer: Option<&'a mut dyn Observer>,
     ) -> Self {
         Pass {
@@ -33,6 +37,7 @@ impl<'a, B: Backend> Pass<'a, B> {
             positions: places.iter().map(|p| p.pos).collect(),
             output_rows,
             kv,
+            blocks,
             observer,
         }
     }

@@ -193,11 +193,11 @@ impl WithBackend for Measure<'_> {
             .copied()
             .max()
             .unwrap_or(0);
-        let mut cache = model.new_kv_cache(KvConfig {
-            n_ctx: longest.max(1),
-            n_seq: 1,
-            max_batch: args.batch_size.min(longest).max(1),
-        })?;
+        let mut cache = model.new_kv_cache(KvConfig::new(
+            longest.max(1),
+            1,
+            args.batch_size.min(longest).max(1),
+        ))?;
         // Fixed, arbitrary tokens spread over the vocabulary.
         let token = |i: usize| ((i as u64 * 2_654_435_761) % u64::from(n_vocab)) as u32;
         let mut samples = Vec::new();

@@ -103,11 +103,11 @@ fn score<B: Backend>(args: Args, backend: B) -> anyhow::Result<()> {
         .save_logits
         .as_ref()
         .map(|_| LogProbWriter::new(n_vocab));
-    let mut cache = model.new_kv_cache(KvConfig {
-        n_ctx: args.ctx,
-        n_seq: 1,
-        max_batch: args.batch.unwrap_or(args.ctx).clamp(1, args.ctx),
-    })?;
+    let mut cache = model.new_kv_cache(KvConfig::new(
+        args.ctx,
+        1,
+        args.batch.unwrap_or(args.ctx).clamp(1, args.ctx),
+    ))?;
 
     eprintln!(
         "perplexity: {} tokens, {} windows of {}, scoring the logits at positions {}..={} of each",

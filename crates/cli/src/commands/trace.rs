@@ -118,11 +118,7 @@ impl WithBackend for Recording<'_> {
             patterns,
             tensors: Vec::new(),
         };
-        let mut cache = model.new_kv_cache(KvConfig {
-            n_ctx: tokens.len(),
-            n_seq: 1,
-            max_batch: tokens.len(),
-        })?;
+        let mut cache = model.new_kv_cache(KvConfig::new(tokens.len(), 1, tokens.len()))?;
         let batch = Batch::sequence(0, 0, &tokens, LogitsFor::All);
         model.forward_observed(&batch, &mut cache, &mut recorder)?;
         Ok(Trace {

@@ -118,6 +118,7 @@ impl<B: Backend> SelfAttention<B> {
             tokens: pass.places,
             n_head: self.n_head,
             scale: config.scale,
+            kv: pass.blocks.layer(il),
         };
         let attended = b.attention(&q, &k, &v, pass.kv, &step)?;
         pass.observe(&attended, "kqv_out", Some(il))?;
