@@ -66,8 +66,8 @@ fn interleaved_sequences_in_scattered_blocks_equal_each_alone() {
             let mut batch = Batch::new();
             for (seq, tokens) in seqs.iter().enumerate() {
                 let take = (1 + (round + seq) % 5).min(tokens.len() - next[seq]);
-                for pos in next[seq]..next[seq] + take {
-                    batch.push(tokens[pos], seq, pos, true);
+                for (pos, &token) in tokens.iter().enumerate().skip(next[seq]).take(take) {
+                    batch.push(token, seq, pos, true);
                 }
                 next[seq] += take;
             }
@@ -145,9 +145,9 @@ fn a_forked_sequence_continues_exactly_like_its_source() {
                 batch.push(tail[step], seq, 10 + step, true);
             }
             let logits = model.forward(&batch, &mut cache).unwrap();
-            for seq in 0..3 {
+            for (seq, want) in want.iter().enumerate() {
                 assert!(
-                    logits.row(seq) == want[seq][10 + step],
+                    logits.row(seq) == want[10 + step],
                     "{arch}: sequence {seq} at position {} differs",
                     10 + step
                 );
