@@ -277,3 +277,63 @@ mod tests {
             .contains("only 40"));
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// STAND-IN for the paged KV cache (issue 12, Part A), so that the scheduler in plumb-engine can
+// be written against Part A's interface before it lands. Replace this whole block with Part A's
+// real implementation at merge time. The accounting pretends that every sequence owns
+// `n_ctx / block_size` blocks of its own (today's reservation); nothing is shared.
+// ---------------------------------------------------------------------------------------------
+
+/// Stand-in: tokens per block (Part A's `KvConfig::DEFAULT_BLOCK_SIZE`).
+const STAND_IN_BLOCK_SIZE: usize = 16;
+
+impl KvConfig {
+    /// Stand-in: a cache where all `n_seq` sequences can hold `n_ctx` positions.
+    pub fn new(n_ctx: usize, n_seq: usize, max_batch: usize) -> KvConfig {
+        KvConfig {
+            n_ctx,
+            n_seq,
+            max_batch,
+        }
+    }
+}
+
+impl<B: Backend> KvCache<B> {
+    /// Stand-in: no prefix cache yet, so nothing is ever reused.
+    pub fn reuse_prefix(&mut self, _seq: usize, _tokens: &[u32]) -> usize {
+        0
+    }
+
+    /// Stand-in: forking needs Part A's block copies; callers evaluate the prompt instead.
+    pub fn fork(&mut self, src: usize, dst: usize) -> Result<()> {
+        Err(ModelError::Batch(format!(
+            "cannot fork sequence {src} into {dst}: this KV cache does not share blocks"
+        )))
+    }
+
+    /// Stand-in: blocks not holding any sequence's positions.
+    pub fn free_blocks(&self) -> usize {
+        self.total_blocks() - self.used_blocks()
+    }
+
+    /// Stand-in: blocks holding positions.
+    pub fn used_blocks(&self) -> usize {
+        self.lens.iter().map(|&len| self.blocks_needed(len)).sum()
+    }
+
+    /// Stand-in: every sequence's full context.
+    pub fn total_blocks(&self) -> usize {
+        self.layout.n_seq * self.blocks_needed(self.layout.n_ctx)
+    }
+
+    /// Stand-in: the blocks `n_tokens` positions take.
+    pub fn blocks_needed(&self, n_tokens: usize) -> usize {
+        n_tokens.div_ceil(STAND_IN_BLOCK_SIZE)
+    }
+
+    /// Stand-in: tokens per block.
+    pub fn block_size(&self) -> usize {
+        STAND_IN_BLOCK_SIZE
+    }
+}
