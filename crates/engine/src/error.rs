@@ -22,6 +22,13 @@ pub enum EngineError {
         n_ctx.saturating_sub(1)
     )]
     PromptTooLong { n_prompt: usize, n_ctx: usize },
+    #[error(
+        "the request needs up to {need} KV cache blocks, and the pool has {total}; ask for \
+         fewer tokens or choices"
+    )]
+    KvPool { need: usize, total: usize },
+    #[error("cannot start the engine's thread: {0}")]
+    Spawn(std::io::Error),
     #[error("the model has no chat template; pass one with --chat-template")]
     NoChatTemplate,
 }

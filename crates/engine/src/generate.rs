@@ -1,17 +1,23 @@
 //! The generation loop: a prompt in, text streamed out piece by piece until a stop condition.
 //!
-//! A [`Session`] owns one sequence of KV cache and remembers the tokens it holds. A new
-//! prompt that starts with some of them evaluates only the rest, which is what makes a chat
-//! cheap: each turn's prompt is the previous one plus the reply and the new message.
+//! A [`Session`] runs the engine's scheduler with one sequence, so that `plumb run` and
+//! `plumb chat` generate exactly as the server does. It remembers the tokens its sequence
+//! holds: a new prompt that starts with some of them evaluates only the rest, which is what
+//! makes a chat cheap: each turn's prompt is the previous one plus the reply and the new
+//! message.
 
 use std::ops::ControlFlow;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use plumb_model::{Backend, KvCache, KvConfig, Logits, LogitsFor, Model};
+use plumb_model::{Backend, KvConfig, Model};
 use plumb_tokenizer::Tokenizer;
 
+use crate::metrics::Metrics;
+use crate::request::Event;
 use crate::sampling::Sampler;
-use crate::stop::{StopMatcher, StopScan};
+use crate::scheduler::{Job, Scheduler, SchedulerConfig, StepOutput};
+use crate::sequence::Limits;
 use crate::EngineError;
 
 /// The sequence of the cache a session uses.
@@ -92,10 +98,10 @@ pub struct Generation {
 
 /// A model with one sequence of KV cache, and the tokens that cache holds.
 pub struct Session<'m, B: Backend> {
-    model: &'m Model<B>,
-    tokenizer: &'m Tokenizer,
-    cache: KvCache<B>,
+    scheduler: Scheduler<'m, B>,
     cached: Vec<u32>,
+    /// Ids for the scheduler, one per generation.
+    generations: u64,
 }
 
 impl<'m, B: Backend> Session<'m, B> {
@@ -107,21 +113,27 @@ impl<'m, B: Backend> Session<'m, B> {
         n_ctx: usize,
         batch: usize,
     ) -> Result<Self, EngineError> {
-        let cache = model.new_kv_cache(KvConfig::new(n_ctx, 1, batch.min(n_ctx)))?;
+        let batch = batch.min(n_ctx);
+        let cache = model.new_kv_cache(KvConfig::new(n_ctx, 1, batch))?;
+        let config = SchedulerConfig {
+            step_tokens: batch,
+            keep_finished: true,
+        };
+        // A session's numbers are in its `Generation`s; nobody reads these.
+        let metrics = Arc::new(Metrics::default());
         Ok(Session {
-            model,
-            tokenizer,
-            cache,
+            scheduler: Scheduler::new(model, tokenizer, cache, config, metrics),
             cached: Vec::new(),
+            generations: 0,
         })
     }
 
     pub fn tokenizer(&self) -> &'m Tokenizer {
-        self.tokenizer
+        self.scheduler.tokenizer()
     }
 
     pub fn n_ctx(&self) -> usize {
-        self.cache.n_ctx()
+        self.scheduler.cache().n_ctx()
     }
 
     /// The tokens whose keys and values the cache holds, in order.
@@ -129,31 +141,24 @@ impl<'m, B: Backend> Session<'m, B> {
         &self.cached
     }
 
-    /// Brings `prompt` into the cache, evaluating only what follows the longest prefix the
-    /// cache already holds, and returns the next-token logits.
-    fn prefill(&mut self, prompt: &[u32]) -> Result<(Vec<f32>, PromptStats), EngineError> {
+    /// Cuts the cache back to the longest prefix of `prompt` it holds, short of the prompt's
+    /// last token (whose logits are needed), and returns its length.
+    fn keep_prefix(&mut self, prompt: &[u32]) -> usize {
         let common = self
             .cached
             .iter()
             .zip(prompt)
             .take_while(|(a, b)| a == b)
             .count();
-        // The last prompt token is evaluated again even when cached: its logits are needed.
         let mut reuse = common.min(prompt.len() - 1);
-        if let Err(err) = self.cache.truncate(SEQ, reuse) {
+        let cache = self.scheduler.cache_mut();
+        if let Err(err) = cache.truncate(SEQ, reuse) {
             tracing::debug!(%err, "evaluating the prompt from the start");
-            self.cache.clear_seq(SEQ);
+            cache.clear_seq(SEQ);
             reuse = 0;
         }
         self.cached.truncate(reuse);
-        let logits = self.eval(&prompt[reuse..])?;
-        let last = logits.last().map(<[f32]>::to_vec).unwrap_or_default();
-        let stats = PromptStats {
-            n_tokens: prompt.len(),
-            n_reused: reuse,
-            n_evaluated: prompt.len() - reuse,
-        };
-        Ok((last, stats))
+        reuse
     }
 
     /// Generates a continuation of `prompt`. `on_text` gets each new piece of text (possibly
@@ -180,96 +185,100 @@ impl<'m, B: Backend> Session<'m, B> {
                 n_ctx,
             });
         }
-        let mut timings = Timings::default();
-        let start = Instant::now();
-        let (mut logits, prompt_stats) = self.prefill(prompt)?;
-        timings.prompt_eval = start.elapsed();
+        let n_reused = self.keep_prefix(prompt);
+        self.generations += 1;
+        let id = self.generations;
+        self.scheduler.submit(Job {
+            id,
+            prompt: prompt.to_vec(),
+            samplers: vec![sampler.clone()],
+            limits: Limits {
+                max_tokens: options.max_tokens.unwrap_or(usize::MAX),
+                stop: options.stop.clone(),
+                ignore_eos: false,
+            },
+            logprobs: None,
+            submitted: Instant::now(),
+        });
 
-        sampler.start(prompt);
-        let mut decoder = self.tokenizer.stream_decoder();
-        let mut stops = StopMatcher::new(options.stop.iter().cloned());
+        let mut timings = Timings::default();
         let mut text = String::new();
         let mut tokens = Vec::new();
-        let stop = loop {
-            if options.max_tokens == Some(tokens.len()) {
-                break StopReason::MaxTokens;
+        let mut interrupted = false;
+        let mut stop = None;
+        let mut out = StepOutput::default();
+        loop {
+            if interrupted && stop.is_none() {
+                self.scheduler
+                    .finish(id, &StopReason::Interrupted, &mut out);
+            } else {
+                self.scheduler.step(&mut out);
+                let stats = out.stats;
+                if stats.prompt_tokens > 0 {
+                    timings.prompt_eval += stats.forward;
+                } else {
+                    timings.decode += stats.forward;
+                    timings.n_decoded += 1;
+                }
+                timings.sampling += stats.sampling;
             }
-            let start = Instant::now();
-            let token = sampler.sample(&logits)?;
-            sampler.accept(token);
-            timings.sampling += start.elapsed();
-            if self.tokenizer.is_end_of_generation(token) {
-                break StopReason::EndOfGeneration;
+            for (_, event) in out.events.drain(..) {
+                match event {
+                    Event::Token {
+                        token, text: piece, ..
+                    } => {
+                        tokens.push(token);
+                        text.push_str(&piece);
+                        interrupted = interrupted || on_text(&piece).is_break();
+                    }
+                    Event::Finished {
+                        reason, text: rest, ..
+                    } => {
+                        if !rest.is_empty() {
+                            text.push_str(&rest);
+                            // The generation is over; the callback cannot stop it any more.
+                            let _ = on_text(&rest);
+                        }
+                        // As in a loop that checks the callback right after a stop string
+                        // and before every other limit.
+                        stop = Some(match reason {
+                            StopReason::StopString(_) => reason,
+                            _ if interrupted => StopReason::Interrupted,
+                            _ => reason,
+                        });
+                    }
+                    Event::Prefilled { .. } | Event::Failed { .. } => {}
+                }
             }
-            tokens.push(token);
-            let piece = decoder.push(token)?;
-            let (emit, stopped) = match stops.push(&piece) {
-                StopScan::Continue { emit } => (emit, None),
-                StopScan::Stop { emit, stop } => (emit, Some(stop)),
-            };
-            text.push_str(&emit);
-            let flow = on_text(&emit);
-            if let Some(stop) = stopped {
-                break StopReason::StopString(stop);
+            if let Some((_, err)) = out.failed.pop() {
+                self.cached.clear();
+                return Err(err);
             }
-            if flow.is_break() {
-                break StopReason::Interrupted;
-            }
-            if options.max_tokens == Some(tokens.len()) {
-                break StopReason::MaxTokens;
-            }
-            if prompt.len() + tokens.len() >= n_ctx {
-                break StopReason::ContextFull;
-            }
-            let start = Instant::now();
-            logits = self.decode(token)?;
-            timings.decode += start.elapsed();
-            timings.n_decoded += 1;
-        };
-        if !matches!(stop, StopReason::StopString(_)) {
-            // Bytes of an unfinished character, and text held back as a possible stop string.
-            let mut rest = match stops.push(&decoder.flush()) {
-                StopScan::Continue { emit } => emit,
-                StopScan::Stop { emit, .. } => emit,
-            };
-            rest.push_str(&stops.finish());
-            if !rest.is_empty() {
-                text.push_str(&rest);
-                // The generation is over; the callback cannot stop it any more.
-                let _ = on_text(&rest);
+            if let Some((_, samplers)) = out.done.pop() {
+                if let Some(used) = samplers.into_iter().next() {
+                    *sampler = used;
+                }
+                break;
             }
         }
+        // Everything but a last sampled token, which was never evaluated.
+        let held = self.scheduler.cache().seq_len(SEQ);
+        self.cached.extend(
+            prompt[n_reused..]
+                .iter()
+                .chain(&tokens)
+                .take(held - n_reused),
+        );
         Ok(Generation {
             text,
             tokens,
-            stop,
-            prompt: prompt_stats,
+            stop: stop.unwrap_or(StopReason::Interrupted),
+            prompt: PromptStats {
+                n_tokens: prompt.len(),
+                n_reused,
+                n_evaluated: prompt.len() - n_reused,
+            },
             timings,
         })
-    }
-
-    /// Evaluates one generated token and returns the logits after it.
-    fn decode(&mut self, token: u32) -> Result<Vec<f32>, EngineError> {
-        let logits = self.eval(&[token])?;
-        Ok(logits.last().map(<[f32]>::to_vec).unwrap_or_default())
-    }
-
-    /// Evaluates tokens that continue the cached ones. A failure may leave part of them in
-    /// the cache, so it forgets everything rather than guess.
-    fn eval(&mut self, tokens: &[u32]) -> Result<Logits, EngineError> {
-        match self
-            .model
-            .eval(&mut self.cache, SEQ, tokens, LogitsFor::Last)
-        {
-            Ok(logits) => {
-                self.cached.extend_from_slice(tokens);
-                Ok(logits)
-            }
-            Err(err) => {
-                self.cache.clear_seq(SEQ);
-                self.cached.clear();
-                Err(err.into())
-            }
-        }
     }
 }

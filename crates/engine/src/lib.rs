@@ -24,10 +24,14 @@ mod chat;
 mod engine;
 mod error;
 mod generate;
+mod logprobs;
 mod metrics;
 mod request;
 pub mod sampling;
+mod scheduler;
+mod sequence;
 mod stop;
+mod token_rate;
 
 pub use chat::{chat_template, conversation_tokens, ChatSession, Transcript, TranscriptMessage};
 pub use engine::{Engine, EngineConfig, SubmitError};

@@ -36,6 +36,26 @@ fn plain(temp: f32, seed: u32) -> SamplingConfig {
 
 proptest! {
     #[test]
+    fn fill_top_is_fill_then_top_k(
+        // Few distinct values, so that ties between ids are common.
+        logits in prop::collection::vec((-4i8..4).prop_map(f32::from), 1..200),
+        k in 0usize..250,
+    ) {
+        let mut slow = Candidates::from_logits(&logits).unwrap();
+        if k > 0 {
+            top_k(&mut slow, k);
+        }
+        let mut fast = Candidates::default();
+        fast.fill_top(&logits, k).unwrap();
+        if k == 0 {
+            prop_assert!(fast.is_empty());
+        } else {
+            prop_assert_eq!(fast.as_slice(), slow.as_slice());
+            prop_assert!(fast.is_sorted());
+        }
+    }
+
+    #[test]
     fn top_k_keeps_exactly_the_k_largest(logits in logits_strategy(), k in 1usize..300) {
         let mut c = Candidates::from_logits(&logits).unwrap();
         top_k(&mut c, k);

@@ -27,6 +27,17 @@ fn by_logit_desc(a: &Candidate, b: &Candidate) -> Ordering {
     b.logit.total_cmp(&a.logit).then(a.id.cmp(&b.id))
 }
 
+/// A NaN or infinite logit means the forward pass went wrong: an error naming the token.
+fn check_finite(logits: &[f32]) -> Result<(), SamplingError> {
+    match logits.iter().enumerate().find(|(_, l)| !l.is_finite()) {
+        Some((id, &value)) => Err(SamplingError::NonFiniteLogit {
+            token: id as u32,
+            value,
+        }),
+        None => Ok(()),
+    }
+}
+
 impl Candidates {
     /// Every token of the vocabulary with the model's logit for it. A NaN or infinite logit
     /// means the forward pass went wrong: it is an error naming the token, never a pick.
@@ -38,12 +49,7 @@ impl Candidates {
 
     /// As [`Candidates::from_logits`], reusing this allocation.
     pub fn fill(&mut self, logits: &[f32]) -> Result<(), SamplingError> {
-        if let Some((id, &value)) = logits.iter().enumerate().find(|(_, l)| !l.is_finite()) {
-            return Err(SamplingError::NonFiniteLogit {
-                token: id as u32,
-                value,
-            });
-        }
+        check_finite(logits)?;
         self.items.clear();
         self.items
             .extend(logits.iter().enumerate().map(|(id, &logit)| Candidate {
@@ -52,6 +58,36 @@ impl Candidates {
                 p: 0.0,
             }));
         self.sorted = false;
+        Ok(())
+    }
+
+    /// What [`Candidates::fill`] then [`Candidates::keep_top`] give, without a candidate
+    /// for every token: one pass over the logits that keeps a short sorted list. A chain that
+    /// starts with top-k (llama.cpp's default) otherwise spends most of its time building and
+    /// partitioning 150k candidates to keep 40.
+    pub fn fill_top(&mut self, logits: &[f32], k: usize) -> Result<(), SamplingError> {
+        check_finite(logits)?;
+        self.items.clear();
+        self.sorted = true;
+        if k == 0 {
+            return Ok(());
+        }
+        for (id, &logit) in logits.iter().enumerate() {
+            // Equal logits keep the lower id first, so a later equal one ranks below.
+            if self.items.len() == k && self.items[k - 1].logit >= logit {
+                continue;
+            }
+            if self.items.len() == k {
+                self.items.pop();
+            }
+            let at = self.items.partition_point(|c| c.logit >= logit);
+            let candidate = Candidate {
+                id: id as u32,
+                logit,
+                p: 0.0,
+            };
+            self.items.insert(at, candidate);
+        }
         Ok(())
     }
 

@@ -365,8 +365,12 @@ impl Sampler {
                 got: logits.len(),
             });
         }
+        let leading_top_k = self.leading_top_k();
         let c = &mut self.candidates;
-        c.fill(logits)?;
+        match leading_top_k {
+            Some(k) => c.fill_top(logits, k)?,
+            None => c.fill(logits)?,
+        }
         logit_bias(c, &self.config.logit_bias);
         for kind in &self.config.samplers {
             match kind {
@@ -382,6 +386,26 @@ impl Sampler {
         }
         let chosen = draw(c, &mut self.rng)?;
         Ok(c.as_slice()[chosen].id)
+    }
+
+    /// `k` when the chain's first step that does anything is top-k (with no logit bias
+    /// before it), so that the candidates can start as the top `k` of the logits.
+    fn leading_top_k(&self) -> Option<usize> {
+        if !self.config.logit_bias.is_empty() {
+            return None;
+        }
+        for kind in &self.config.samplers {
+            match kind {
+                SamplerKind::Dry | SamplerKind::Xtc => {}
+                SamplerKind::Penalties if !self.penalties.is_active() => {}
+                SamplerKind::TopNSigma if self.config.top_n_sigma <= 0.0 => {}
+                SamplerKind::TopK if self.config.top_k > 0 && self.config.top_k < self.n_vocab => {
+                    return Some(self.config.top_k)
+                }
+                _ => return None,
+            }
+        }
+        None
     }
 
     /// The candidates the last [`Sampler::sample`] drew from, with their probabilities.

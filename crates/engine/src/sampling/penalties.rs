@@ -30,7 +30,8 @@ impl Penalties {
         }
     }
 
-    fn is_active(&self) -> bool {
+    /// Whether the settings change anything at all.
+    pub(crate) fn is_active(&self) -> bool {
         self.last_n > 0 && (self.repeat != 1.0 || self.frequency != 0.0 || self.presence != 0.0)
     }
 
