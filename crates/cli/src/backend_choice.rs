@@ -39,10 +39,10 @@ pub struct BackendArgs {
 }
 
 /// Code that runs with whichever backend the flags chose: the command's body, generic over
-/// the backend.
+/// the backend (which is `'static`, so that it can move to the engine's thread).
 pub trait WithBackend {
     type Output;
-    fn run<B: Backend>(self, backend: B) -> anyhow::Result<Self::Output>;
+    fn run<B: Backend + 'static>(self, backend: B) -> anyhow::Result<Self::Output>;
 }
 
 impl BackendArgs {

@@ -15,10 +15,10 @@ use crate::backend_choice::BackendArgs;
 
 /// The context used when `--ctx-size` is not given, if the model was trained for at least
 /// this much (llama.cpp's default too).
-const DEFAULT_CTX: usize = 4096;
+pub const DEFAULT_CTX: usize = 4096;
 
 /// The share of the available memory the default context's KV cache may take.
-const KV_MEMORY_SHARE: u64 = 4;
+pub const KV_MEMORY_SHARE: u64 = 4;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct GenerationArgs {
@@ -246,7 +246,7 @@ impl GenerationArgs {
 }
 
 /// `MemAvailable` from `/proc/meminfo`, in bytes, where there is one.
-fn available_memory() -> Option<u64> {
+pub fn available_memory() -> Option<u64> {
     let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;

@@ -31,6 +31,8 @@ enum Command {
     Run(commands::run::Args),
     /// Chat with a model in the terminal (or through stdin)
     Chat(commands::chat::Args),
+    /// Serve a model over HTTP with an OpenAI-compatible API
+    Serve(commands::serve::Args),
     /// Run a prompt and record every named intermediate tensor (or print their statistics)
     Trace(commands::trace::Args),
     /// Run the reference and another backend on the same tokens and diff them layer by layer
@@ -49,7 +51,16 @@ fn main() -> std::process::ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == "serve") {
+        // llama-server's two-letter short flags, which clap cannot declare.
+        for arg in &mut args[2..] {
+            if let Some(long) = arg.to_str().and_then(commands::serve::long_flag) {
+                *arg = long.into();
+            }
+        }
+    }
+    let cli = Cli::parse_from(args);
     let result = match cli.command {
         Command::Diff(args) => return commands::diff::run(args),
         Command::Verify(args) => return commands::verify::run(args),
@@ -61,6 +72,7 @@ fn main() -> std::process::ExitCode {
         Command::Tokenize(args) => commands::tokenize::run(args),
         Command::Run(args) => commands::run::run(args),
         Command::Chat(args) => commands::chat::run(args),
+        Command::Serve(args) => commands::serve::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -7,6 +7,7 @@ pub mod inspect;
 pub mod perplexity;
 pub mod pull;
 pub mod run;
+pub mod serve;
 pub mod tokenize;
 pub mod trace;
 pub mod verify;
