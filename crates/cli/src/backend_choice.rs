@@ -64,13 +64,28 @@ impl BackendArgs {
 
     /// Builds the chosen backend and runs `body` on it.
     pub fn dispatch<W: WithBackend>(&self, body: W) -> anyhow::Result<W::Output> {
+        self.dispatch_with(body, false)
+    }
+
+    /// [`BackendArgs::dispatch`] for a server, whose batched decoding of many sequences
+    /// gains from the cpu backend's weights packed for its GEMM once, at load.
+    pub fn dispatch_batched<W: WithBackend>(&self, body: W) -> anyhow::Result<W::Output> {
+        self.dispatch_with(body, true)
+    }
+
+    fn dispatch_with<W: WithBackend>(&self, body: W, batched: bool) -> anyhow::Result<W::Output> {
         if self.threads == Some(0) {
             anyhow::bail!("--threads must be at least 1");
         }
         match self.backend {
             BackendChoice::Cpu => {
                 let cache_type = self.cache_type.unwrap_or(KvCacheType::F16);
-                body.run(CpuBackend::new(self.threads(), cache_type)?)
+                let backend = CpuBackend::new(self.threads(), cache_type)?;
+                body.run(if batched {
+                    backend.with_packed_weights()
+                } else {
+                    backend
+                })
             }
             BackendChoice::Ref => {
                 if let Some(ty) = self.cache_type.filter(|&t| t != KvCacheType::F32) {

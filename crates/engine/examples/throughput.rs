@@ -79,7 +79,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let n: usize = args.next().map_or(Ok(8), |a| a.parse())?;
     let tokens: usize = args.next().map_or(Ok(64), |a| a.parse())?;
     let threads = std::thread::available_parallelism()?.get();
-    let model = Model::load(path, CpuBackend::new(threads, KvCacheType::F16)?)?;
+    let backend = CpuBackend::new(threads, KvCacheType::F16)?.with_packed_weights();
+    let model = Model::load(path, backend)?;
     let tokenizer = Arc::new(Tokenizer::from_gguf(model.metadata())?);
     let config = EngineConfig {
         n_parallel: n,

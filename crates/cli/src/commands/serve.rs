@@ -90,7 +90,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         bail!("--temp must be a number ≥ 0, got {}", args.temp);
     }
     let backend = args.backend.clone();
-    backend.dispatch(Serve { args })
+    backend.dispatch_batched(Serve { args })
 }
 
 struct Serve {
