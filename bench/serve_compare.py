@@ -76,9 +76,10 @@ def metrics(url):
     return values
 
 
-def load(url, clients, duration, max_tokens, requests=0):
+def load(url, clients, duration, max_tokens, prompt_words="16", requests=0):
     cmd = [sys.executable, str(ROOT / "bench" / "serve_load.py"), "--url", url,
-           "--clients", str(clients), "--duration", str(duration), "--max-tokens", str(max_tokens)]
+           "--clients", str(clients), "--duration", str(duration), "--max-tokens", str(max_tokens),
+           "--prompt-words", prompt_words]
     if requests:
         cmd += ["--requests", str(requests)]
     out = subprocess.run(cmd, capture_output=True, text=True)
@@ -91,7 +92,7 @@ def run_server(cmd, url, clients, args, plumb):
         wait_healthy(url, proc)
         load(url, 1, 0, 8, requests=1)  # warm-up
         before = rss_mib(proc.pid)
-        result = load(url, clients, args.duration, args.max_tokens)
+        result = load(url, clients, args.duration, args.max_tokens, args.prompt_words)
         time.sleep(1)
         result["rss_before_mib"] = round(before, 1)
         result["rss_after_mib"] = round(rss_mib(proc.pid), 1)
@@ -114,6 +115,8 @@ def main():
     p.add_argument("--clients", default="1,8")
     p.add_argument("--duration", type=float, default=60)
     p.add_argument("--max-tokens", type=int, default=128)
+    p.add_argument("--prompt-words", default="16,64,192,400",
+                   help="prompt lengths in words (see serve_load.py)")
     p.add_argument("--ctx", type=int, default=1024, help="context per sequence")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--llama-threads", default="1,2")
@@ -178,7 +181,7 @@ def main():
             f"\n### plumb serve vs llama-server, {datetime.date.today()}\n\n"
             f"Machine: {platform.machine()}, {os.cpu_count()} cores; plumb {commit}; "
             f"{args.threads} threads for plumb; {args.max_tokens}-token replies (`ignore_eos`), "
-            f"mixed prompt lengths, {args.duration:.0f} s per run.\n\n"
+            f"prompts of {args.prompt_words} words, {args.duration:.0f} s per run.\n\n"
             f"```\npython3 bench/serve_compare.py {' '.join(sys.argv[1:])}\n```\n\n{table}\n"
         )
         with open(args.append, "a") as f:

@@ -251,7 +251,10 @@ impl<'m, B: Backend> Scheduler<'m, B> {
                     .push((job.id, EngineError::KvPool { need, total }));
                 continue;
             }
-            if n > self.free_seqs.len() || self.reserved + need > total {
+            if n > self.free_seqs.len()
+                || self.reserved + need > total
+                || self.prefix_in_flight(&job.prompt)
+            {
                 break;
             }
             let job = self.waiting.pop_front().expect("looked at the front");
@@ -301,6 +304,22 @@ impl<'m, B: Backend> Scheduler<'m, B> {
                 failure: None,
             });
         }
+    }
+
+    /// Whether a running request is still evaluating whole blocks that `prompt` starts with.
+    /// Such a prompt waits for them to reach the prefix cache, so that requests arriving
+    /// together with a shared prefix (a system prompt) compute it once, not once each.
+    fn prefix_in_flight(&self, prompt: &[u32]) -> bool {
+        let block = self.cache.block_size();
+        self.running.iter().any(|r| {
+            let Some(Phase::Prefill { next }) = r.choices.first().map(|c| c.phase) else {
+                return false;
+            };
+            let common = r.prompt.iter().zip(prompt).take_while(|(a, b)| a == b).count();
+            // The last prompt token is always evaluated, so reuse stops before it.
+            let reusable = common.min(prompt.len() - 1) / block * block;
+            next < reusable
+        })
     }
 
     /// The step's batch: every decoding sequence's token, then prompt chunks in admission

@@ -431,3 +431,52 @@ fn a_long_prompt_is_prefilled_in_chunks_while_others_decode() {
 
 /// Prompt tokens per step in the chunked-prefill test: its budget less the one decoded token.
 const CONFIG_STEP_PROMPT: usize = 7;
+
+#[test]
+fn a_prefix_shared_by_eight_requests_arriving_together_is_computed_once() {
+    let path = require_model!("smollm2-135m");
+    let config = EngineConfig {
+        n_parallel: 8,
+        ..CONFIG
+    };
+    let (engine, tokenizer) = start(&path, config);
+    let system = "You are a helpful assistant who answers questions about geography, history \
+                  and science in one short sentence, without any introduction, greeting or \
+                  apology, and who says plainly that it does not know when it does not know.";
+    let (tx, rx) = mpsc::channel();
+    let prompts: Vec<Vec<u32>> = (0..8)
+        .map(|i| {
+            let text = format!("{system} Question {i}: name a river.");
+            tokenizer.encode(&text, true, true).unwrap()
+        })
+        .collect();
+    let shared = prompts[0]
+        .iter()
+        .zip(&prompts[1])
+        .take_while(|(a, b)| a == b)
+        .count();
+    let block = 16;
+    assert!(shared >= 2 * block, "the shared prefix is {shared} tokens");
+    for (i, prompt) in prompts.into_iter().enumerate() {
+        let mut r = request(&tokenizer, "", 4);
+        r.prompt = prompt;
+        engine.submit(r, sink(i, &tx).0).unwrap();
+    }
+    let mut cached = Vec::new();
+    let mut finished = 0;
+    while finished < 8 {
+        match rx.recv_timeout(Duration::from_secs(60)).unwrap().1 {
+            Event::Prefilled { cached_tokens, .. } => cached.push(cached_tokens),
+            Event::Finished { .. } => finished += 1,
+            Event::Failed { message } => panic!("{message}"),
+            Event::Token { .. } => {}
+        }
+    }
+    cached.sort_unstable();
+    let reused = shared / block * block;
+    assert_eq!(cached, [vec![0], vec![reused; 7]].concat());
+    wait_until_idle(&engine);
+    let m = engine.metrics();
+    assert_eq!(m.prefix_cache_hits, 7);
+    assert_eq!(m.cached_prompt_tokens, 7 * reused as u64);
+}
