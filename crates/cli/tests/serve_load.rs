@@ -71,7 +71,10 @@ fn concurrent_streams_all_complete_and_leave_nothing_in_use() {
     // The last streams end before their sequences are retired: give the engine a moment.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while metric(server.port, "plumb_active_sequences") != 0.0 {
-        assert!(std::time::Instant::now() < deadline, "sequences stay active");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "sequences stay active"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(metric(server.port, "plumb_kv_blocks_used"), 0.0);

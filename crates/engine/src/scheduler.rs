@@ -315,7 +315,12 @@ impl<'m, B: Backend> Scheduler<'m, B> {
             let Some(Phase::Prefill { next }) = r.choices.first().map(|c| c.phase) else {
                 return false;
             };
-            let common = r.prompt.iter().zip(prompt).take_while(|(a, b)| a == b).count();
+            let common = r
+                .prompt
+                .iter()
+                .zip(prompt)
+                .take_while(|(a, b)| a == b)
+                .count();
             // The last prompt token is always evaluated, so reuse stops before it.
             let reusable = common.min(prompt.len() - 1) / block * block;
             next < reusable

@@ -60,7 +60,8 @@ async fn chat(state: Arc<AppState>, body: Body) -> Result<Response, ApiError> {
         &params,
         logprobs.then(|| top.unwrap_or(0)),
         "messages",
-    )?;
+    )
+    .await?;
     let reply = Reply {
         kind: Kind::Chat,
         model,

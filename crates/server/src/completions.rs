@@ -58,7 +58,7 @@ async fn complete(state: Arc<AppState>, body: Body) -> Result<Response, ApiError
         state.check_prompt(tokens, "prompt")?;
     }
     let n_prompts = prompts.len();
-    let rx = generation::submit(&*state.engine, prompts, &params, logprobs, "prompt")?;
+    let rx = generation::submit(&*state.engine, prompts, &params, logprobs, "prompt").await?;
     let reply = Reply {
         kind: Kind::Completion,
         model,

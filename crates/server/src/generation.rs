@@ -3,6 +3,7 @@
 //! collection of a whole answer for a request that is not streamed.
 
 use std::ops::ControlFlow;
+use std::time::{Duration, Instant};
 
 use axum::response::{IntoResponse, Response};
 use plumb_engine::{
@@ -70,9 +71,16 @@ impl EventSink for ChannelSink {
     }
 }
 
-/// Submits one engine request per prompt. On a refusal the requests already submitted are
-/// cancelled by dropping the receiver.
-pub fn submit(
+/// How long a request waits for a place in a full queue before it is refused with 503.
+/// Places free up once the engine sees that abandoned requests' clients are gone, which takes
+/// it up to a step: a client that gives up on a burst of requests and sends a new one at
+/// once should be served, not refused.
+const QUEUE_WAIT: Duration = Duration::from_secs(2);
+const QUEUE_POLL: Duration = Duration::from_millis(20);
+
+/// Submits one engine request per prompt, waiting up to [`QUEUE_WAIT`] for room in a full
+/// queue. On a refusal the requests already submitted are cancelled by dropping the receiver.
+pub async fn submit(
     engine: &dyn Generator,
     prompts: Vec<Vec<u32>>,
     params: &GenerationParams,
@@ -90,13 +98,20 @@ pub fn submit(
             logprobs,
             ignore_eos: params.ignore_eos,
         };
-        let sink = ChannelSink {
-            prompt,
-            tx: tx.clone(),
-        };
-        engine
-            .submit(request, Box::new(sink))
-            .map_err(|e| submit_error(e, prompt_field))?;
+        let deadline = Instant::now() + QUEUE_WAIT;
+        loop {
+            let sink = ChannelSink {
+                prompt,
+                tx: tx.clone(),
+            };
+            match engine.submit(request.clone(), Box::new(sink)) {
+                Ok(()) => break,
+                Err(SubmitError::QueueFull { .. }) if Instant::now() < deadline => {
+                    tokio::time::sleep(QUEUE_POLL).await;
+                }
+                Err(e) => return Err(submit_error(e, prompt_field)),
+            }
+        }
     }
     Ok(rx)
 }
