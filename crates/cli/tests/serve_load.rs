@@ -52,7 +52,7 @@ fn load_script() -> std::path::PathBuf {
 #[test]
 fn concurrent_streams_all_complete_and_leave_nothing_in_use() {
     let model = require_model!("smollm2-135m");
-    let server = Server::start(&model, &["-np", "8", "-c", "512", "-t", "2"]);
+    let mut server = Server::start(&model, &["-np", "8", "-c", "512", "-t", "2"]);
     let url = format!("http://127.0.0.1:{}", server.port);
     let out = Command::new("python3")
         .arg(load_script())
@@ -79,6 +79,7 @@ fn concurrent_streams_all_complete_and_leave_nothing_in_use() {
     }
     assert_eq!(metric(server.port, "plumb_kv_blocks_used"), 0.0);
     assert_eq!(metric(server.port, "plumb_queue_depth"), 0.0);
+    server.assert_alive();
 }
 
 #[test]
