@@ -84,8 +84,8 @@ impl CpuKvStorage {
                 let v_row_bytes = cache_type.bytes(shape.v_width());
                 LayerStore {
                     shape: *shape,
-                    k: vec![0; (slots * k_row_bytes).div_ceil(4)],
-                    v: vec![0; (slots * v_row_bytes).div_ceil(4)],
+                    k: touched_zeros((slots * k_row_bytes).div_ceil(4)),
+                    v: touched_zeros((slots * v_row_bytes).div_ceil(4)),
                     k_row_bytes,
                     v_row_bytes,
                 }
@@ -138,6 +138,17 @@ impl LayerStore {
         let v_bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut self.v);
         encode(cache_type, v, &mut v_bytes[i * vb..(i + 1) * vb]);
     }
+}
+
+/// `n` zeros written one by one rather than taken as fresh zero pages (`vec![0; n]`), so that
+/// the pool is resident from the start and a server's memory stays flat under load instead
+/// of growing as the allocator reaches blocks it has not used yet (smollm2-135m, 32 streams:
+/// 645, 822 and 914 MiB after three runs of load with untouched pages; 937 MiB after each
+/// with this).
+fn touched_zeros(n: usize) -> Vec<u32> {
+    let mut v = Vec::with_capacity(n);
+    v.resize(n, 0);
+    v
 }
 
 fn encode(cache_type: KvCacheType, values: &[f32], out: &mut [u8]) {
