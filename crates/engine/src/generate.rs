@@ -16,7 +16,7 @@ use plumb_tokenizer::Tokenizer;
 use crate::metrics::Metrics;
 use crate::request::Event;
 use crate::sampling::Sampler;
-use crate::scheduler::{Job, Scheduler, SchedulerConfig, StepOutput};
+use crate::scheduler::{common_prefix, Job, Scheduler, SchedulerConfig, StepOutput};
 use crate::sequence::Limits;
 use crate::EngineError;
 
@@ -99,7 +99,6 @@ pub struct Generation {
 /// A model with one sequence of KV cache, and the tokens that cache holds.
 pub struct Session<'m, B: Backend> {
     scheduler: Scheduler<'m, B>,
-    cached: Vec<u32>,
     /// Ids for the scheduler, one per generation.
     generations: u64,
 }
@@ -123,7 +122,6 @@ impl<'m, B: Backend> Session<'m, B> {
         let metrics = Arc::new(Metrics::default());
         Ok(Session {
             scheduler: Scheduler::new(model, tokenizer, cache, config, metrics),
-            cached: Vec::new(),
             generations: 0,
         })
     }
@@ -138,18 +136,13 @@ impl<'m, B: Backend> Session<'m, B> {
 
     /// The tokens whose keys and values the cache holds, in order.
     pub fn cached_tokens(&self) -> &[u32] {
-        &self.cached
+        self.scheduler.cache().seq_tokens(SEQ)
     }
 
     /// Cuts the cache back to the longest prefix of `prompt` it holds, short of the prompt's
     /// last token (whose logits are needed), and returns its length.
     fn keep_prefix(&mut self, prompt: &[u32]) -> usize {
-        let common = self
-            .cached
-            .iter()
-            .zip(prompt)
-            .take_while(|(a, b)| a == b)
-            .count();
+        let common = common_prefix(self.cached_tokens(), prompt);
         let mut reuse = common.min(prompt.len() - 1);
         let cache = self.scheduler.cache_mut();
         if let Err(err) = cache.truncate(SEQ, reuse) {
@@ -157,7 +150,6 @@ impl<'m, B: Backend> Session<'m, B> {
             cache.clear_seq(SEQ);
             reuse = 0;
         }
-        self.cached.truncate(reuse);
         reuse
     }
 
@@ -251,7 +243,6 @@ impl<'m, B: Backend> Session<'m, B> {
                 }
             }
             if let Some((_, err)) = out.failed.pop() {
-                self.cached.clear();
                 return Err(err);
             }
             if let Some((_, samplers)) = out.done.pop() {
@@ -261,14 +252,6 @@ impl<'m, B: Backend> Session<'m, B> {
                 break;
             }
         }
-        // Everything but a last sampled token, which was never evaluated.
-        let held = self.scheduler.cache().seq_len(SEQ);
-        self.cached.extend(
-            prompt[n_reused..]
-                .iter()
-                .chain(&tokens)
-                .take(held - n_reused),
-        );
         Ok(Generation {
             text,
             tokens,

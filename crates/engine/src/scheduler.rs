@@ -526,6 +526,11 @@ impl<'m, B: Backend> Scheduler<'m, B> {
     }
 }
 
+/// How many leading tokens `a` and `b` share.
+pub(crate) fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
 /// Ends one choice: the text it held back, then its `Finished` event.
 fn finish_choice(
     id: RequestId,

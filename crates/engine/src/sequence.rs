@@ -71,9 +71,8 @@ impl<'t> Sequence<'t> {
         self.generated.len() >= self.max_tokens
     }
 
-    /// Draws the next token from the logits after the last evaluated one. This is the part
-    /// of a step that costs O(vocabulary), so the scheduler runs it for several sequences
-    /// in parallel; everything else is cheap.
+    /// Draws the next token from the logits after the last evaluated one: the part of a
+    /// step that costs O(vocabulary).
     pub fn sample(&mut self, logits: &[f32]) -> Result<u32, SamplingError> {
         let token = self.sampler.sample(logits)?;
         self.sampler.accept(token);

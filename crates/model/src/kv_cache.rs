@@ -299,6 +299,11 @@ impl<B: Backend> KvCache<B> {
         self.paging.len(seq)
     }
 
+    /// The tokens whose keys and values sequence `seq` holds, in order.
+    pub fn seq_tokens(&self, seq: usize) -> &[u32] {
+        self.paging.tokens(seq)
+    }
+
     /// Forgets a sequence, so that it starts again at position 0. Its whole blocks stay in
     /// the prefix cache.
     pub fn clear_seq(&mut self, seq: usize) {

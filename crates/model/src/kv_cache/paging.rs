@@ -82,7 +82,12 @@ impl Paging {
     }
 
     pub fn len(&self, seq: usize) -> usize {
-        self.seqs.get(seq).map_or(0, |s| s.tokens.len())
+        self.tokens(seq).len()
+    }
+
+    /// The tokens sequence `seq` holds, in order (none for an unknown sequence).
+    pub fn tokens(&self, seq: usize) -> &[u32] {
+        self.seqs.get(seq).map_or(&[], |s| &s.tokens)
     }
 
     /// Per sequence id, its block table in group `group`.
