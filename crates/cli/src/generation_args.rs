@@ -15,10 +15,10 @@ use crate::backend_choice::BackendArgs;
 
 /// The context used when `--ctx-size` is not given, if the model was trained for at least
 /// this much (llama.cpp's default too).
-pub const DEFAULT_CTX: usize = 4096;
+const DEFAULT_CTX: usize = 4096;
 
 /// The share of the available memory the default context's KV cache may take.
-pub const KV_MEMORY_SHARE: u64 = 4;
+const KV_MEMORY_SHARE: u64 = 4;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct GenerationArgs {
@@ -196,29 +196,7 @@ fn random_seed() -> u32 {
 impl GenerationArgs {
     /// The context size: `--ctx-size`, else the default described in its help.
     pub fn context_size(&self, hparams: &HyperParams) -> anyhow::Result<usize> {
-        if let Some(n) = self.ctx_size {
-            if n < 2 {
-                bail!("--ctx-size must be at least 2, got {n}");
-            }
-            return Ok(n);
-        }
-        let mut n_ctx = hparams.n_ctx_train.min(DEFAULT_CTX);
-        // K and V of every layer, in f32: the largest cache type any backend uses.
-        let bytes_per_token =
-            (hparams.n_layer * hparams.n_head_kv * (hparams.head_dim_k + hparams.head_dim_v) * 4)
-                as u64;
-        if let Some(available) = available_memory() {
-            let fits = available / KV_MEMORY_SHARE / bytes_per_token.max(1);
-            if (fits as usize) < n_ctx {
-                tracing::info!(
-                    n_ctx = fits,
-                    available_mib = available >> 20,
-                    "context capped by available memory"
-                );
-                n_ctx = (fits as usize).max(2);
-            }
-        }
-        Ok(n_ctx)
+        context_size(self.ctx_size, hparams)
     }
 
     /// The stop strings, escapes processed.
@@ -246,7 +224,35 @@ impl GenerationArgs {
 }
 
 /// `MemAvailable` from `/proc/meminfo`, in bytes, where there is one.
-pub fn available_memory() -> Option<u64> {
+/// `--ctx-size` (at least 2), else the model's training context, at most [`DEFAULT_CTX`] and
+/// at most what [`kv_tokens_in_memory`] holds in f32, the largest cache type any backend uses.
+pub fn context_size(flag: Option<usize>, hparams: &HyperParams) -> anyhow::Result<usize> {
+    if let Some(n) = flag {
+        if n < 2 {
+            bail!("--ctx-size must be at least 2, got {n}");
+        }
+        return Ok(n);
+    }
+    let n_ctx = hparams.n_ctx_train.min(DEFAULT_CTX);
+    match kv_tokens_in_memory(hparams, 4.0) {
+        Some(fits) if fits < n_ctx => {
+            tracing::info!(n_ctx = fits, "context capped by available memory");
+            Ok(fits.max(2))
+        }
+        _ => Ok(n_ctx),
+    }
+}
+
+/// Positions of KV cache, K and V of every layer at `element_bytes` a value, that a
+/// [`KV_MEMORY_SHARE`]th of the available memory holds; `None` when that is unknown.
+pub fn kv_tokens_in_memory(hparams: &HyperParams, element_bytes: f64) -> Option<usize> {
+    let values = hparams.n_layer * hparams.n_head_kv * (hparams.head_dim_k + hparams.head_dim_v);
+    let bytes_per_token = (values as f64 * element_bytes).max(1.0);
+    let available = available_memory()?;
+    Some(((available / KV_MEMORY_SHARE) as f64 / bytes_per_token) as usize)
+}
+
+fn available_memory() -> Option<u64> {
     let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;

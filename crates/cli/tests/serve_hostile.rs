@@ -86,10 +86,37 @@ fn with_field(path: &str, field: &str, value: &str) -> Vec<u8> {
     format!("{{{base}, \"{field}\": {value}}}").into_bytes()
 }
 
-/// Every hostile request: (what it is, the raw request).
-fn hostile_requests() -> Vec<(String, Vec<u8>)> {
-    let mut cases: Vec<(String, Vec<u8>)> = Vec::new();
-    let mut add = |name: String, request: Vec<u8>| cases.push((name, request));
+/// What a hostile request must get: its status, and the field that `error.param` names (a
+/// prefix of it: `messages` covers `messages[0].role`), or `None` where no field is to blame
+/// (the body is no JSON object, the route or method is wrong): then `param` must be null.
+#[derive(Debug, Clone, Copy)]
+struct Expect {
+    status: u16,
+    param: Option<&'static str>,
+}
+
+/// A 400 that blames `field`.
+fn bad(field: &'static str) -> Expect {
+    Expect {
+        status: 400,
+        param: Some(field),
+    }
+}
+
+/// A refusal that blames no field.
+fn refused(status: u16) -> Expect {
+    Expect {
+        status,
+        param: None,
+    }
+}
+
+/// Every hostile request: (what it is, the raw request, what it must get).
+fn hostile_requests() -> Vec<(String, Vec<u8>, Expect)> {
+    let mut cases: Vec<(String, Vec<u8>, Expect)> = Vec::new();
+    let mut add = |name: String, request: Vec<u8>, expect: Expect| {
+        cases.push((name, request, expect))
+    };
     let endpoints = ["/v1/chat/completions", "/v1/completions"];
 
     // Fields × bad values, on both endpoints.
@@ -165,9 +192,23 @@ fn hostile_requests() -> Vec<(String, Vec<u8>)> {
     for path in endpoints {
         for (field, values) in &fields {
             for value in values {
+                let body = with_field(path, field, value);
+                // Values such as NaN or `null null` make the body malformed JSON, which no
+                // field is to blame for; an unknown model is a 404.
+                let expect = if serde_json::from_slice::<Value>(&body).is_err() {
+                    refused(400)
+                } else if *field == "model" && value.starts_with('"') {
+                    Expect {
+                        status: 404,
+                        param: Some("model"),
+                    }
+                } else {
+                    bad(field)
+                };
                 add(
                     format!("{path} {field}={value}"),
-                    http("POST", path, &with_field(path, field, value)),
+                    http("POST", path, &body),
+                    expect,
                 );
             }
         }
@@ -184,6 +225,7 @@ fn hostile_requests() -> Vec<(String, Vec<u8>)> {
         add(
             format!("chat top_logprobs={value}"),
             http("POST", chat, &body),
+            bad("top_logprobs"),
         );
         add(
             format!("completions logprobs={value}"),
@@ -192,11 +234,13 @@ fn hostile_requests() -> Vec<(String, Vec<u8>)> {
                 completions,
                 &with_field(completions, "logprobs", value),
             ),
+            bad("logprobs"),
         );
     }
     add(
         "chat top_logprobs without logprobs".into(),
         http("POST", chat, &with_field(chat, "top_logprobs", "2")),
+        bad("top_logprobs"),
     );
     add(
         "stream_options with stream false".into(),
@@ -205,6 +249,7 @@ fn hostile_requests() -> Vec<(String, Vec<u8>)> {
             chat,
             br#"{"messages": [{"role": "user", "content": "Hi"}], "stream": false, "stream_options": {"include_usage": true}}"#,
         ),
+        bad("stream_options"),
     );
 
     // Messages.
@@ -225,6 +270,7 @@ fn hostile_requests() -> Vec<(String, Vec<u8>)> {
                 chat,
                 format!("{{\"messages\": {value}}}").as_bytes(),
             ),
+            bad("messages"),
         );
     }
     let long_text = "hello ".repeat(2 * N_CTX);
@@ -237,6 +283,7 @@ fn hostile_requests() -> Vec<(String, Vec<u8>)> {
                 .to_string()
                 .as_bytes(),
         ),
+        bad("messages"),
     );
 
     // Prompts.
@@ -268,6 +315,7 @@ fn hostile_requests() -> Vec<(String, Vec<u8>)> {
                 completions,
                 format!("{{\"prompt\": {value}}}").as_bytes(),
             ),
+            bad("prompt"),
         );
     }
     add(
@@ -277,6 +325,7 @@ fn hostile_requests() -> Vec<(String, Vec<u8>)> {
             completions,
             json!({"prompt": vec!["a"; 65]}).to_string().as_bytes(),
         ),
+        bad("prompt"),
     );
     add(
         "token prompt too long for the context".into(),
@@ -285,6 +334,7 @@ fn hostile_requests() -> Vec<(String, Vec<u8>)> {
             completions,
             json!({"prompt": vec![1; N_CTX]}).to_string().as_bytes(),
         ),
+        bad("prompt"),
     );
     add(
         "text prompt too long for the context".into(),
@@ -293,6 +343,7 @@ fn hostile_requests() -> Vec<(String, Vec<u8>)> {
             completions,
             json!({"prompt": long_text}).to_string().as_bytes(),
         ),
+        bad("prompt"),
     );
 
     // Bodies that are not JSON objects.
@@ -301,6 +352,7 @@ fn hostile_requests() -> Vec<(String, Vec<u8>)> {
         add(
             format!("truncated JSON at {cut}"),
             http("POST", chat, &valid[..cut]),
+            refused(400),
         );
     }
     let not_objects: [&[u8]; 14] = [
@@ -323,15 +375,18 @@ fn hostile_requests() -> Vec<(String, Vec<u8>)> {
         add(
             format!("not an object #{i}"),
             http("POST", completions, body),
+            refused(400),
         );
         add(
             format!("chat: not an object #{i}"),
             http("POST", chat, body),
+            refused(400),
         );
     }
     add(
         "10 MB body".into(),
         http("POST", completions, &vec![b' '; 10 << 20]),
+        refused(413),
     );
     add(
         "10 MB prompt string".into(),
@@ -342,34 +397,40 @@ fn hostile_requests() -> Vec<(String, Vec<u8>)> {
                 .to_string()
                 .as_bytes(),
         ),
+        refused(413),
     );
 
     // Routes and methods.
-    for (method, path) in [
-        ("GET", "/v1/chat/completions"),
-        ("GET", "/v1/completions"),
-        ("PUT", "/v1/completions"),
-        ("DELETE", "/v1/models"),
-        ("POST", "/health"),
-        ("GET", "/tokenize"),
-        ("GET", "/v1/nothing"),
-        ("POST", "/v2/chat/completions"),
-        ("GET", "/../../etc/passwd"),
-        ("POST", "/v1/chat/completions/extra"),
+    for (method, path, status) in [
+        ("GET", "/v1/chat/completions", 405),
+        ("GET", "/v1/completions", 405),
+        ("PUT", "/v1/completions", 405),
+        ("DELETE", "/v1/models", 405),
+        ("POST", "/health", 405),
+        ("GET", "/tokenize", 405),
+        ("GET", "/v1/nothing", 404),
+        ("POST", "/v2/chat/completions", 404),
+        ("GET", "/../../etc/passwd", 404),
+        ("POST", "/v1/chat/completions/extra", 404),
     ] {
-        add(format!("{method} {path}"), http(method, path, b"{}"));
+        add(
+            format!("{method} {path}"),
+            http(method, path, b"{}"),
+            refused(status),
+        );
     }
 
     // Tokenize and detokenize.
-    for body in [
-        "{}",
-        "{\"content\": 5}",
-        "{\"content\": \"a\", \"add_special\": 1}",
-        "{\"content\": \"a\", \"with_pieces\": \"yes\"}",
+    for (body, field) in [
+        ("{}", "content"),
+        ("{\"content\": 5}", "content"),
+        ("{\"content\": \"a\", \"add_special\": 1}", "add_special"),
+        ("{\"content\": \"a\", \"with_pieces\": \"yes\"}", "with_pieces"),
     ] {
         add(
             format!("tokenize {body}"),
             http("POST", "/tokenize", body.as_bytes()),
+            bad(field),
         );
     }
     for body in [
@@ -382,18 +443,18 @@ fn hostile_requests() -> Vec<(String, Vec<u8>)> {
         add(
             format!("detokenize {body}"),
             http("POST", "/detokenize", body.as_bytes()),
+            bad("tokens"),
         );
     }
     cases
 }
 
-/// The answer is a 4xx with OpenAI's error JSON.
-fn assert_refused(name: &str, answer: &Answer) {
-    assert!(
-        (400..500).contains(&answer.status),
+/// The answer is the expected 4xx with OpenAI's error JSON, blaming the expected field.
+fn assert_refused(name: &str, answer: &Answer, expect: Expect) {
+    assert_eq!(
+        answer.status, expect.status,
         "{name}: status {} ({})",
-        answer.status,
-        answer.body
+        answer.status, answer.body
     );
     let json: Value = serde_json::from_str(&answer.body)
         .unwrap_or_else(|e| panic!("{name}: the error is not JSON ({e}): {:?}", answer.body));
@@ -401,10 +462,16 @@ fn assert_refused(name: &str, answer: &Answer) {
     assert!(
         error["message"].as_str().is_some_and(|m| !m.is_empty())
             && error["type"].is_string()
-            && error.get("param").is_some()
-            && error.get("code").is_some(),
+            && (error["code"].is_null() || error["code"].is_string()),
         "{name}: not OpenAI's error shape: {json}"
     );
+    match expect.param {
+        Some(field) => assert!(
+            error["param"].as_str().is_some_and(|p| p.starts_with(field)),
+            "{name}: param should name {field}: {json}"
+        ),
+        None => assert!(error["param"].is_null(), "{name}: param should be null: {json}"),
+    }
 }
 
 fn normal_request(port: u16) -> Answer {
@@ -435,11 +502,11 @@ fn hostile_requests_get_4xx_and_the_server_survives() {
     let port = server.port;
 
     let cases = hostile_requests();
-    let names: BTreeSet<&str> = cases.iter().map(|(n, _)| n.as_str()).collect();
+    let names: BTreeSet<&str> = cases.iter().map(|(n, ..)| n.as_str()).collect();
     assert_eq!(names.len(), cases.len(), "case names are distinct");
     assert!(cases.len() >= 200, "only {} hostile requests", cases.len());
-    for (name, request) in &cases {
-        assert_refused(name, &exchange(port, request));
+    for (name, request, expect) in &cases {
+        assert_refused(name, &exchange(port, request), *expect);
     }
     server.assert_alive();
     let answer = normal_request(port);

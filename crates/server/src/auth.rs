@@ -27,8 +27,10 @@ fn presents(headers: &HeaderMap, key: &str) -> bool {
     let bearer = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
+        .and_then(|v| v.split_once(' '))
+        // The scheme is case-insensitive (RFC 9110 §11.1).
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, key)| key.trim());
     let x_api_key = headers.get("x-api-key").and_then(|v| v.to_str().ok());
     [bearer, x_api_key]
         .into_iter()
@@ -56,6 +58,8 @@ mod tests {
     #[test]
     fn accepts_only_the_key() {
         assert!(presents(&headers("authorization", "Bearer sk-1"), "sk-1"));
+        assert!(presents(&headers("authorization", "bearer sk-1"), "sk-1"));
+        assert!(!presents(&headers("authorization", "Basic sk-1"), "sk-1"));
         assert!(presents(&headers("x-api-key", "sk-1"), "sk-1"));
         assert!(!presents(&headers("authorization", "Bearer sk-2"), "sk-1"));
         assert!(!presents(&headers("authorization", "sk-1"), "sk-1"));

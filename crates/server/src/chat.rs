@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::State;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use plumb_engine::conversation_tokens;
 use plumb_tokenizer::ChatMessage;
 use serde_json::Value;
@@ -19,13 +19,10 @@ use crate::validation::{expected, generation_params, top_logprobs, Fields};
 /// The roles a message may have; `developer` is OpenAI's newer name for `system`.
 const ROLES: [&str; 5] = ["system", "user", "assistant", "tool", "developer"];
 
-pub async fn handler(State(state): State<Arc<AppState>>, body: Body) -> Response {
-    chat(state, body)
-        .await
-        .unwrap_or_else(IntoResponse::into_response)
-}
-
-async fn chat(state: Arc<AppState>, body: Body) -> Result<Response, ApiError> {
+pub async fn handler(
+    State(state): State<Arc<AppState>>,
+    body: Body,
+) -> Result<Response, ApiError> {
     let map = body::json_object(body).await?;
     let fields = Fields::new(&map);
     let params = generation_params(&fields, &state.limits(), &state.config.defaults)?;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::State;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde_json::Value;
 
 use crate::body;
@@ -25,13 +25,10 @@ pub enum Prompt {
     Tokens(Vec<u32>),
 }
 
-pub async fn handler(State(state): State<Arc<AppState>>, body: Body) -> Response {
-    complete(state, body)
-        .await
-        .unwrap_or_else(IntoResponse::into_response)
-}
-
-async fn complete(state: Arc<AppState>, body: Body) -> Result<Response, ApiError> {
+pub async fn handler(
+    State(state): State<Arc<AppState>>,
+    body: Body,
+) -> Result<Response, ApiError> {
     let map = body::json_object(body).await?;
     let fields = Fields::new(&map);
     let limits = state.limits();
@@ -132,12 +129,12 @@ pub fn token_ids(list: &[Value], path: &str, n_vocab: usize) -> Result<Vec<u32>,
     list.iter()
         .enumerate()
         .map(|(i, id)| {
-            let path = format!("{path}[{i}]");
-            integer_in(id, &path, 0, last)
+            // The element's path is only spelled out for an error: a list may hold millions.
+            integer_in(id, path, 0, last)
                 .map(|id| id as u32)
                 .map_err(|_| {
                     expected(
-                        &path,
+                        &format!("{path}[{i}]"),
                         &format!("a token id of this model (0 to {last})"),
                         id,
                     )

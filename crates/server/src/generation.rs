@@ -78,8 +78,8 @@ impl EventSink for ChannelSink {
 const QUEUE_WAIT: Duration = Duration::from_secs(2);
 const QUEUE_POLL: Duration = Duration::from_millis(20);
 
-/// Submits one engine request per prompt, waiting up to [`QUEUE_WAIT`] for room in a full
-/// queue. On a refusal the requests already submitted are cancelled by dropping the receiver.
+/// Submits one engine request per prompt, waiting up to [`QUEUE_WAIT`] in all for room in a
+/// full queue. On a refusal the requests already submitted are cancelled by dropping the receiver.
 pub async fn submit(
     engine: &dyn Generator,
     prompts: Vec<Vec<u32>>,
@@ -88,6 +88,7 @@ pub async fn submit(
     prompt_field: &str,
 ) -> Result<UnboundedReceiver<Tagged>, ApiError> {
     let (tx, rx) = unbounded_channel();
+    let deadline = Instant::now() + QUEUE_WAIT;
     for (prompt, tokens) in prompts.into_iter().enumerate() {
         let request = Request {
             prompt: tokens,
@@ -98,7 +99,6 @@ pub async fn submit(
             logprobs,
             ignore_eos: params.ignore_eos,
         };
-        let deadline = Instant::now() + QUEUE_WAIT;
         loop {
             let sink = ChannelSink {
                 prompt,

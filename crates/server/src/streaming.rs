@@ -185,8 +185,10 @@ impl Stream {
                     ..Delta::default()
                 };
                 // llama-server puts the usage on the chunk that ends the answer even
-                // without include_usage, and clients written for it read it there.
-                let usage = if self.open == 0 {
+                // without include_usage, and clients written for it read it there. With
+                // include_usage it goes on the empty chunk after it alone, as OpenAI's does:
+                // clients that add up usage per chunk would count it twice.
+                let usage = if self.open == 0 && !self.shape.include_usage {
                     Some(self.usage.to_json())
                 } else {
                     self.null_usage()

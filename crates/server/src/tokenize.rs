@@ -17,13 +17,10 @@ use crate::validation::{expected, Fields};
 /// `{"content", "add_special"?, "parse_special"?, "with_pieces"?}` → `{"tokens": [...]}`;
 /// with `with_pieces`, each token is `{"id", "piece"}`, the piece a string or, when it is
 /// not valid UTF-8 on its own, its bytes.
-pub async fn tokenize(State(state): State<Arc<AppState>>, body: Body) -> Response {
-    tokens(state, body)
-        .await
-        .unwrap_or_else(IntoResponse::into_response)
-}
-
-async fn tokens(state: Arc<AppState>, body: Body) -> Result<Response, ApiError> {
+pub async fn tokenize(
+    State(state): State<Arc<AppState>>,
+    body: Body,
+) -> Result<Response, ApiError> {
     let map = body::json_object(body).await?;
     let fields = Fields::new(&map);
     let content = fields
@@ -59,13 +56,10 @@ async fn tokens(state: Arc<AppState>, body: Body) -> Result<Response, ApiError> 
 }
 
 /// `{"tokens": [...]}` → `{"content": "..."}`.
-pub async fn detokenize(State(state): State<Arc<AppState>>, body: Body) -> Response {
-    text(state, body)
-        .await
-        .unwrap_or_else(IntoResponse::into_response)
-}
-
-async fn text(state: Arc<AppState>, body: Body) -> Result<Response, ApiError> {
+pub async fn detokenize(
+    State(state): State<Arc<AppState>>,
+    body: Body,
+) -> Result<Response, ApiError> {
     let map = body::json_object(body).await?;
     let fields = Fields::new(&map);
     let ids = match fields.get("tokens") {
@@ -78,9 +72,14 @@ async fn text(state: Arc<AppState>, body: Body) -> Result<Response, ApiError> {
             ))
         }
     };
-    let content = state
-        .tokenizer
-        .decode(&ids)
-        .map_err(|e| ApiError::invalid("tokens", e.to_string()))?;
-    Ok(Json(json!({ "content": content })).into_response())
+    // Decoding a long list is CPU work: off the runtime's threads, as tokenizing is.
+    let tokenizer = state.tokenizer.clone();
+    tokio::task::spawn_blocking(move || {
+        let content = tokenizer
+            .decode(&ids)
+            .map_err(|e| ApiError::invalid("tokens", e.to_string()))?;
+        Ok(Json(json!({ "content": content })).into_response())
+    })
+    .await
+    .map_err(|e| ApiError::server(e.to_string()))?
 }

@@ -14,7 +14,7 @@ use plumb_model::{Backend, HyperParams};
 use plumb_server::{AppState, Defaults, ServerConfig};
 
 use crate::backend_choice::{BackendArgs, BackendChoice, WithBackend};
-use crate::generation_args::{available_memory, load, DEFAULT_CTX, KV_MEMORY_SHARE};
+use crate::generation_args::{context_size, kv_tokens_in_memory, load};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -105,11 +105,7 @@ impl WithBackend for Serve {
         let path = plumb_hub::resolve_model(&args.model)?;
         let loaded = load(&path.to_string_lossy(), backend)?;
         let hparams = loaded.model.hparams().clone();
-        let n_ctx = match args.ctx_size {
-            Some(n) if n < 2 => bail!("--ctx-size must be at least 2, got {n}"),
-            Some(n) => n,
-            None => hparams.n_ctx_train.min(DEFAULT_CTX),
-        };
+        let n_ctx = context_size(args.ctx_size, &hparams)?;
         let kv_tokens = kv_budget(&args, &hparams, n_ctx)?;
         let template = match chat_template(&loaded.model, args.chat_template.as_deref()) {
             Ok(template) => Some(template),
@@ -193,14 +189,10 @@ fn kv_budget(args: &Args, hparams: &HyperParams, n_ctx: usize) -> anyhow::Result
         (_, Some(KvCacheType::Q8_0)) => 34.0 / 32.0,
         (_, Some(KvCacheType::F16) | None) => 2.0,
     };
-    let bytes_per_token =
-        (hparams.n_layer * hparams.n_head_kv * (hparams.head_dim_k + hparams.head_dim_v)) as f64
-            * element_bytes;
-    let Some(available) = available_memory() else {
+    let Some(fits) = kv_tokens_in_memory(hparams, element_bytes) else {
         return Ok(wanted);
     };
-    let fits = (available / KV_MEMORY_SHARE) as f64 / bytes_per_token.max(1.0);
-    Ok(wanted.min(fits as usize).max(n_ctx))
+    Ok(wanted.min(fits).max(n_ctx))
 }
 
 /// The seed flag: -1 (or none) for a random seed per request.
