@@ -36,8 +36,8 @@ impl KvCacheType {
         }
     }
 
-    /// Bytes of `n` values.
-    pub(crate) fn bytes(self, n: usize) -> usize {
+    /// Bytes of `n` values (a multiple of the type's block size).
+    pub fn bytes(self, n: usize) -> usize {
         let ty = self.ggml_type();
         n / ty.block_size() * ty.block_bytes()
     }

@@ -55,6 +55,19 @@ impl BackendArgs {
         }
     }
 
+    /// The cpu backend's KV cache type: `--cache-type`, else f16.
+    fn cache_type(&self) -> KvCacheType {
+        self.cache_type.unwrap_or(KvCacheType::F16)
+    }
+
+    /// Bytes of one key or value element in the chosen backend's KV cache.
+    pub fn kv_element_bytes(&self) -> f64 {
+        match self.backend {
+            BackendChoice::Cpu => self.cache_type().bytes(32) as f64 / 32.0,
+            BackendChoice::Ref => 4.0,
+        }
+    }
+
     /// Threads to use: `--threads`, or every core.
     pub fn threads(&self) -> usize {
         self.threads.unwrap_or_else(|| {
@@ -79,8 +92,7 @@ impl BackendArgs {
         }
         match self.backend {
             BackendChoice::Cpu => {
-                let cache_type = self.cache_type.unwrap_or(KvCacheType::F16);
-                let backend = CpuBackend::new(self.threads(), cache_type)?;
+                let backend = CpuBackend::new(self.threads(), self.cache_type())?;
                 body.run(if batched {
                     backend.with_packed_weights()
                 } else {

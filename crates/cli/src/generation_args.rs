@@ -2,11 +2,12 @@
 //! strings), with llama.cpp's names and defaults, and what they turn into: the context size,
 //! the sampler configuration, the generation limits.
 
-use std::hash::{BuildHasher, Hasher};
 use std::time::Instant;
 
 use anyhow::{bail, Context};
-use plumb_engine::sampling::{parse_sampler_letters, parse_samplers, SamplerKind, SamplingConfig};
+use plumb_engine::sampling::{
+    parse_sampler_letters, parse_samplers, random_seed, SamplerKind, SamplingConfig,
+};
 use plumb_engine::GenerateOptions;
 use plumb_model::{Backend, HyperParams, Model};
 use plumb_tokenizer::Tokenizer;
@@ -142,12 +143,7 @@ impl SamplingArgs {
     /// The sampler configuration for a model of `n_vocab` tokens in a context of `n_ctx`;
     /// a missing seed becomes a random one.
     pub fn config(&self, n_vocab: usize, n_ctx: usize) -> anyhow::Result<SamplingConfig> {
-        let seed = match self.seed {
-            // llama.cpp's "random" seed, -1 or 0xFFFFFFFF, is random here too.
-            None | Some(-1) | Some(0xFFFF_FFFF) => random_seed(),
-            Some(seed) => u32::try_from(seed)
-                .map_err(|_| anyhow::anyhow!("--seed {seed}: use 0 to 4294967294, or -1"))?,
-        };
+        let seed = seed_flag(self.seed)?.unwrap_or_else(random_seed);
         let repeat_last_n = match self.repeat_last_n {
             -1 => n_ctx,
             n => usize::try_from(n).map_err(|_| {
@@ -181,16 +177,14 @@ impl SamplingArgs {
     }
 }
 
-/// A seed from the process's random hash keys and the clock.
-fn random_seed() -> u32 {
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    // 0xFFFFFFFF means "random" to llama.cpp; keep printed seeds reusable there.
-    (hasher.finish() as u32).min(0xFFFF_FFFE)
+/// llama.cpp's `--seed`: -1 or 0xFFFFFFFF (or none) ask for a random seed, `None` here.
+pub fn seed_flag(flag: Option<i64>) -> anyhow::Result<Option<u32>> {
+    match flag {
+        None | Some(-1) | Some(0xFFFF_FFFF) => Ok(None),
+        Some(seed) => u32::try_from(seed)
+            .map(Some)
+            .map_err(|_| anyhow::anyhow!("--seed {seed}: use 0 to 4294967294, or -1")),
+    }
 }
 
 impl GenerationArgs {
@@ -223,7 +217,6 @@ impl GenerationArgs {
     }
 }
 
-/// `MemAvailable` from `/proc/meminfo`, in bytes, where there is one.
 /// `--ctx-size` (at least 2), else the model's training context, at most [`DEFAULT_CTX`] and
 /// at most what [`kv_tokens_in_memory`] holds in f32, the largest cache type any backend uses.
 pub fn context_size(flag: Option<usize>, hparams: &HyperParams) -> anyhow::Result<usize> {
@@ -252,6 +245,7 @@ pub fn kv_tokens_in_memory(hparams: &HyperParams, element_bytes: f64) -> Option<
     Some(((available / KV_MEMORY_SHARE) as f64 / bytes_per_token) as usize)
 }
 
+/// `MemAvailable` from `/proc/meminfo`, in bytes, where there is one.
 fn available_memory() -> Option<u64> {
     let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;

@@ -114,9 +114,8 @@ fn refused(status: u16) -> Expect {
 /// Every hostile request: (what it is, the raw request, what it must get).
 fn hostile_requests() -> Vec<(String, Vec<u8>, Expect)> {
     let mut cases: Vec<(String, Vec<u8>, Expect)> = Vec::new();
-    let mut add = |name: String, request: Vec<u8>, expect: Expect| {
-        cases.push((name, request, expect))
-    };
+    let mut add =
+        |name: String, request: Vec<u8>, expect: Expect| cases.push((name, request, expect));
     let endpoints = ["/v1/chat/completions", "/v1/completions"];
 
     // Fields × bad values, on both endpoints.
@@ -425,7 +424,10 @@ fn hostile_requests() -> Vec<(String, Vec<u8>, Expect)> {
         ("{}", "content"),
         ("{\"content\": 5}", "content"),
         ("{\"content\": \"a\", \"add_special\": 1}", "add_special"),
-        ("{\"content\": \"a\", \"with_pieces\": \"yes\"}", "with_pieces"),
+        (
+            "{\"content\": \"a\", \"with_pieces\": \"yes\"}",
+            "with_pieces",
+        ),
     ] {
         add(
             format!("tokenize {body}"),
@@ -467,10 +469,15 @@ fn assert_refused(name: &str, answer: &Answer, expect: Expect) {
     );
     match expect.param {
         Some(field) => assert!(
-            error["param"].as_str().is_some_and(|p| p.starts_with(field)),
+            error["param"]
+                .as_str()
+                .is_some_and(|p| p.starts_with(field)),
             "{name}: param should name {field}: {json}"
         ),
-        None => assert!(error["param"].is_null(), "{name}: param should be null: {json}"),
+        None => assert!(
+            error["param"].is_null(),
+            "{name}: param should be null: {json}"
+        ),
     }
 }
 

@@ -19,10 +19,7 @@ use crate::validation::{expected, generation_params, top_logprobs, Fields};
 /// The roles a message may have; `developer` is OpenAI's newer name for `system`.
 const ROLES: [&str; 5] = ["system", "user", "assistant", "tool", "developer"];
 
-pub async fn handler(
-    State(state): State<Arc<AppState>>,
-    body: Body,
-) -> Result<Response, ApiError> {
+pub async fn handler(State(state): State<Arc<AppState>>, body: Body) -> Result<Response, ApiError> {
     let map = body::json_object(body).await?;
     let fields = Fields::new(&map);
     let params = generation_params(&fields, &state.limits(), &state.config.defaults)?;

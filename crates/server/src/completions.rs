@@ -25,10 +25,7 @@ pub enum Prompt {
     Tokens(Vec<u32>),
 }
 
-pub async fn handler(
-    State(state): State<Arc<AppState>>,
-    body: Body,
-) -> Result<Response, ApiError> {
+pub async fn handler(State(state): State<Arc<AppState>>, body: Body) -> Result<Response, ApiError> {
     let map = body::json_object(body).await?;
     let fields = Fields::new(&map);
     let limits = state.limits();

@@ -5,10 +5,7 @@
 //! The fields both generation endpoints share are read here into [`GenerationParams`];
 //! each endpoint reads its own (messages, prompt, the shape of logprobs) with [`Fields`].
 
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
-
-use plumb_engine::sampling::SamplingConfig;
+use plumb_engine::sampling::{random_seed, SamplingConfig};
 use serde_json::{Map, Value};
 
 use crate::error::ApiError;
@@ -290,17 +287,6 @@ fn seed(fields: &Fields, defaults: &Defaults) -> Result<u32, ApiError> {
             value,
         )
     })
-}
-
-/// A seed from the process's random hash keys and the clock.
-fn random_seed() -> u32 {
-    let mut hasher = RandomState::new().build_hasher();
-    hasher.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    hasher.finish() as u32
 }
 
 /// `stop`: a string or a list of strings. Empty strings are dropped: they would stop

@@ -8,13 +8,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
-use plumb_backend_cpu::KvCacheType;
 use plumb_engine::{chat_template, Engine, EngineConfig, EngineError};
 use plumb_model::{Backend, HyperParams};
 use plumb_server::{AppState, Defaults, ServerConfig};
 
-use crate::backend_choice::{BackendArgs, BackendChoice, WithBackend};
-use crate::generation_args::{context_size, kv_tokens_in_memory, load};
+use crate::backend_choice::{BackendArgs, WithBackend};
+use crate::generation_args::{context_size, kv_tokens_in_memory, load, seed_flag};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -86,6 +85,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.parallel == 0 || args.max_queue == 0 || args.batch_size == 0 {
         bail!("--parallel, --max-queue and --batch-size must be at least 1");
     }
+    if args.n_predict == 0 || args.n_predict < -1 {
+        bail!(
+            "--n-predict must be -1 (no limit) or at least 1, got {}",
+            args.n_predict
+        );
+    }
     if !(args.temp.is_finite() && args.temp >= 0.0) {
         bail!("--temp must be a number ≥ 0, got {}", args.temp);
     }
@@ -135,7 +140,7 @@ impl WithBackend for Serve {
             n_parallel: args.parallel,
             defaults: Defaults {
                 temperature: args.temp,
-                seed: seed(args.seed)?,
+                seed: seed_flag(args.seed)?,
                 max_tokens: usize::try_from(args.n_predict).ok(),
             },
         };
@@ -184,25 +189,10 @@ fn kv_budget(args: &Args, hparams: &HyperParams, n_ctx: usize) -> anyhow::Result
         return Ok(tokens);
     }
     let wanted = args.parallel.saturating_mul(n_ctx);
-    let element_bytes = match (args.backend.backend, args.backend.cache_type) {
-        (BackendChoice::Ref, _) | (_, Some(KvCacheType::F32)) => 4.0,
-        (_, Some(KvCacheType::Q8_0)) => 34.0 / 32.0,
-        (_, Some(KvCacheType::F16) | None) => 2.0,
-    };
-    let Some(fits) = kv_tokens_in_memory(hparams, element_bytes) else {
+    let Some(fits) = kv_tokens_in_memory(hparams, args.backend.kv_element_bytes()) else {
         return Ok(wanted);
     };
     Ok(wanted.min(fits).max(n_ctx))
-}
-
-/// The seed flag: -1 (or none) for a random seed per request.
-fn seed(flag: Option<i64>) -> anyhow::Result<Option<u32>> {
-    match flag {
-        None | Some(-1) => Ok(None),
-        Some(seed) => u32::try_from(seed)
-            .map(Some)
-            .map_err(|_| anyhow::anyhow!("--seed {seed}: use 0 to 4294967295, or -1")),
-    }
 }
 
 fn api_key_from_env() -> Option<String> {

@@ -28,7 +28,7 @@ pub use dist::draw;
 pub use logit_bias::logit_bias;
 pub use min_p::min_p;
 pub use penalties::Penalties;
-pub use rng::Mt19937;
+pub use rng::{random_seed, Mt19937};
 pub use temperature::temperature;
 pub use top_k::top_k;
 pub use top_n_sigma::top_n_sigma;

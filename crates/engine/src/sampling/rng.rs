@@ -3,11 +3,26 @@
 //! uses them. The same seed gives the same numbers on every platform, and the same numbers as
 //! a llama.cpp built with libstdc++.
 
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+
 const N: usize = 624;
 const M: usize = 397;
 const MATRIX_A: u32 = 0x9908_b0df;
 const UPPER_MASK: u32 = 0x8000_0000;
 const LOWER_MASK: u32 = 0x7fff_ffff;
+
+/// A seed from the process's random hash keys and the clock, for a user who gave none. Never
+/// 0xFFFFFFFF, which means "random" to llama.cpp: a printed seed stays reusable there.
+pub fn random_seed() -> u32 {
+    let mut hasher = RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    (hasher.finish() as u32).min(0xFFFF_FFFE)
+}
 
 /// `std::mt19937`.
 #[derive(Clone)]
