@@ -1,6 +1,7 @@
 //! The fast CPU backend, plumb's default.
 //!
-//! Weights stay memory-mapped in their quantized form. Matrix products quantize the
+//! Weights stay memory-mapped in their quantized form (a server also keeps them packed for the
+//! GEMM: [`CpuBackend::with_packed_weights`]). Matrix products quantize the
 //! activations once to the weight type's 8-bit partner format and use the integer SIMD kernels
 //! of [`plumb_ggml::DotKernel`], chosen at run time for this CPU. All ops run on a persistent
 //! [`ThreadPool`]; results do not depend on the thread count. The KV cache is f16 by default.

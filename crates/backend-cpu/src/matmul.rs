@@ -4,10 +4,18 @@
 //!
 //! The weight rows are split across the pool's threads. For a prompt, a thread walks its rows
 //! against blocks of activation rows small enough to stay in its cache: through the weight
-//! type's GEMM where this CPU has one (its rows repacked into panels once per product, each
-//! panel walked against several tokens at a time), otherwise one weight row at a time against
-//! the block (`dot_many`). Either way each weight block is unpacked once for many tokens
-//! instead of once per token.
+//! type's GEMM where this CPU has one (its rows repacked into panels once per product, or once
+//! at load with [`Matrix::pack_panels`], each panel walked against several tokens at a time),
+//! otherwise one weight row at a time against the block (`dot_many`). Either way each weight
+//! block is unpacked once for many tokens instead of once per token.
+//!
+//! The GEMM and `dot_many` add the same exact integer block sums in different orders, so a
+//! token's logits differ by rounding between the two paths: with panels packed at load, a
+//! server's sequence decoded alone (`dot`) and decoded beside others (the GEMM from 2 tokens)
+//! may differ in its last bits, and greedy decoding may pick differently where two logits
+//! nearly tie.
+
+use std::ops::Range;
 
 use plumb_backend_ref::HostTensor;
 use plumb_ggml::{DotKernel, GemmKernel};
@@ -25,8 +33,8 @@ const ACT_BLOCK_BYTES: usize = 192 * 1024;
 const ROW_BLOCK: usize = 16;
 /// At most this many bytes of packed panels per unit of work, beside the activations in L2.
 const PANELS_BYTES: usize = 256 * 1024;
-/// Fewer tokens than this take the `dot_many` path: packing a panel costs about as much as
-/// a few tokens' products.
+/// Fewer tokens than this take the `dot_many` path when the panels must be packed for the
+/// product: packing a panel costs about as much as a few tokens' products.
 const GEMM_MIN_TOKENS: usize = 8;
 
 thread_local! {
@@ -58,17 +66,32 @@ impl Matrix {
         let Some(gemm) = self.kernel.gemm() else {
             return;
         };
+        let (m, k) = (self.tensor.n_rows(), self.tensor.row_len());
+        let mut panels = vec![0u8; m.div_ceil(gemm.panel_rows()) * gemm.panel_bytes(k)];
         let weights = self.tensor.bytes();
-        let m = self.tensor.n_rows();
-        let k = self.tensor.row_len();
-        let row_bytes = weights.len() / m;
-        let (panel_rows, panel_bytes) = (gemm.panel_rows(), gemm.panel_bytes(k));
-        let mut panels = vec![0u8; m.div_ceil(panel_rows) * panel_bytes];
-        for (p, panel) in panels.chunks_exact_mut(panel_bytes).enumerate() {
-            let (j0, j1) = (p * panel_rows, ((p + 1) * panel_rows).min(m));
-            gemm.pack_panel_unchecked(&weights[j0 * row_bytes..j1 * row_bytes], k, panel);
-        }
+        pack_rows(&gemm, weights, weights.len() / m, k, 0..m, &mut panels);
         self.panels = Some(panels);
+    }
+}
+
+/// Packs weight rows `rows` (from a multiple of the panel height) of `weights`, `k` elements
+/// in `row_bytes` each, into consecutive panels of `out`.
+fn pack_rows(
+    gemm: &GemmKernel,
+    weights: &[u8],
+    row_bytes: usize,
+    k: usize,
+    rows: Range<usize>,
+    out: &mut [u8],
+) {
+    let (panel_rows, panel_bytes) = (gemm.panel_rows(), gemm.panel_bytes(k));
+    for (j0, panel) in rows
+        .clone()
+        .step_by(panel_rows)
+        .zip(out.chunks_exact_mut(panel_bytes))
+    {
+        let j1 = (j0 + panel_rows).min(rows.end);
+        gemm.pack_panel_unchecked(&weights[j0 * row_bytes..j1 * row_bytes], k, panel);
     }
 }
 
@@ -188,10 +211,7 @@ fn matmul_panels(pool: &ThreadPool, x: &HostTensor, w: &Matrix, gemm: &GemmKerne
         }
         PANELS.with_borrow_mut(|packed| {
             packed.resize(panels.len() * panel_bytes, 0);
-            for (&j0, panel) in panels.iter().zip(packed.chunks_exact_mut(panel_bytes)) {
-                let j1 = (j0 + panel_rows).min(rows.end);
-                gemm.pack_panel_unchecked(&weights[j0 * row_bytes..j1 * row_bytes], k, panel);
-            }
+            pack_rows(gemm, weights, row_bytes, k, rows.clone(), packed);
             walk(packed);
         });
     });

@@ -2,7 +2,8 @@
 //!
 //! - [`HyperParams`] come from GGUF metadata, with llama.cpp's defaults for missing keys.
 //! - [`Backend`] is the op set (embedding, RMSNorm, matmul, bias, RoPE, attention over the KV
-//!   cache, gated activation, residual add, row selection); `plumb-backend-ref` is the f32
+//!   cache, copies of KV blocks, gated activation, residual add, row selection);
+//!   `plumb-backend-ref` is the f32
 //!   reference implementation.
 //! - `arch/` has one file per architecture: llama (with qwen2 as a variant of it) and gemma3.
 //! - [`KvCache`] holds several sequences at different positions in blocks of a shared pool

@@ -588,7 +588,8 @@ mod tests {
         p.clear(0);
         write(&mut p, 0, &[7; 13]).unwrap();
         p.clear(0);
-        let reused = p.reuse_prefix(0, &tokens);
-        assert!(reused < 12, "{reused}");
+        // The plain group alone still holds blocks 0..3, but without the window's blocks
+        // nothing is reused.
+        assert_eq!(p.reuse_prefix(0, &tokens), 0);
     }
 }

@@ -1,9 +1,11 @@
 //! The prefix cache's hash chain: a full block is known by a hash of its tokens and of its
 //! parent's hash, so that equal hashes mean equal whole prefixes, not just equal blocks.
 //!
-//! The hash is 128 bits (two SipHash-1-3 outputs under independent random keys), so a hit is
-//! trusted without comparing tokens: a collision among even 2³² cached blocks has odds of
-//! about 2⁻⁶⁴. The keys are drawn per cache; hashes never leave it.
+//! The hash is 128 bits: the outputs of the standard library's keyed hasher under two
+//! different keys (`RandomState`, whose keys are random per thread and differ from one
+//! `RandomState` to the next). Taken as a keyed pseudorandom function, that makes a collision
+//! among even 2³² cached blocks about 2⁻⁶⁴ likely, so a hit is trusted without comparing
+//! tokens. Hashes never leave the cache that made them.
 
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
