@@ -163,17 +163,24 @@ impl Checks {
             ));
         }
         let n_blocks = shape.n_slots / bs;
-        for place in step.tokens {
-            let seen = shape.visible(place.pos);
-            let table = step.kv.of(place.seq).blocks;
+        // One check per run of a sequence's tokens, over the union of what they see (a
+        // range: their positions are consecutive), not one per token: a prompt chunk's
+        // tokens see nearly the same blocks.
+        for run in step.tokens.chunk_by(|a, b| a.seq == b.seq) {
+            let seen = run
+                .iter()
+                .map(|t| shape.visible(t.pos))
+                .reduce(|a, b| a.start.min(b.start)..a.end.max(b.end))
+                .expect("chunks are never empty");
+            let seq = run[0].seq;
+            let table = step.kv.of(seq).blocks;
             let blocks = seen.start / bs..seen.end.div_ceil(bs);
             if table.len() < blocks.end || table[blocks].iter().any(|&b| b as usize >= n_blocks) {
                 return Err(self.error(
                     "attention",
                     format!(
-                        "the block table of sequence {} does not hold positions {seen:?} in a \
-                         layer of {n_blocks} blocks",
-                        place.seq
+                        "the block table of sequence {seq} does not hold positions {seen:?} \
+                         in a layer of {n_blocks} blocks"
                     ),
                 ));
             }
@@ -208,5 +215,47 @@ impl Checks {
             return Err(self.error("select_rows", format!("row {bad} of {}", x.n_tokens())));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use plumb_model::{BlockTables, TokenPos};
+
+    use super::*;
+
+    const CHECKS: Checks = Checks { backend: "test" };
+
+    /// Runs the slot checks for `positions` of sequence 0 with `table`, in a layer of two
+    /// blocks of 4 slots with a window of `window`.
+    fn check(window: Option<usize>, positions: &[usize], table: &[u32]) -> Result<()> {
+        let mut shape = LayerKv::new(1, 4, 4, window);
+        shape.n_slots = 8;
+        let tokens: Vec<TokenPos> = positions
+            .iter()
+            .map(|&pos| TokenPos { seq: 0, pos })
+            .collect();
+        let slots = vec![0; tokens.len()];
+        let tables = [table.to_vec()];
+        let step = AttentionStep {
+            layer: 0,
+            tokens: &tokens,
+            n_head: 1,
+            scale: 1.0,
+            kv: BlockTables::new(4, &slots, &tables),
+        };
+        CHECKS.kv_slots(&shape, &step)
+    }
+
+    #[test]
+    fn block_tables_must_hold_every_position_a_run_of_tokens_sees() {
+        assert!(check(None, &[4, 5, 6], &[1, 0]).is_ok());
+        // Position 4 needs a second block; block 2 is past the layer's two.
+        assert!(check(None, &[2, 3], &[0]).is_ok());
+        assert!(check(None, &[2, 3, 4], &[0]).is_err());
+        assert!(check(None, &[0, 1], &[2]).is_err());
+        // With a window of 2, positions 5..7 see 4..7: block 0 is never read.
+        assert!(check(Some(2), &[5, 6, 7], &[9, 1]).is_ok());
+        assert!(check(Some(2), &[4, 5], &[9, 9]).is_err());
     }
 }

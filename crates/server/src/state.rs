@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use plumb_engine::SubmitError;
 use plumb_tokenizer::{ChatTemplate, Tokenizer};
 
 use crate::error::ApiError;
@@ -73,22 +74,19 @@ impl AppState {
         }
     }
 
-    /// Refuses a prompt that gives no tokens or leaves no room to generate.
+    /// Refuses a prompt that gives no tokens or leaves no room to generate, as the engine would,
+    /// but naming the request's field, and before any prompt of the request is submitted.
     pub fn check_prompt(&self, tokens: &[u32], field: &str) -> Result<(), ApiError> {
         let n_ctx = self.engine.n_ctx();
         if tokens.is_empty() {
             return Err(ApiError::invalid(field, format!("{field} gives no tokens")));
         }
         if tokens.len() >= n_ctx {
-            return Err(ApiError::context_length(
-                field,
-                format!(
-                    "{field} is {} tokens, and the context of {n_ctx} has room for at most {} \
-                     prompt tokens plus one generated token",
-                    tokens.len(),
-                    n_ctx - 1
-                ),
-            ));
+            let err = SubmitError::PromptTooLong {
+                n_prompt: tokens.len(),
+                n_ctx,
+            };
+            return Err(ApiError::context_length(field, format!("{field}: {err}")));
         }
         Ok(())
     }

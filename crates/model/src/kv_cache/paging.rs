@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use super::block_pool::{BlockId, BlockPool, NO_BLOCK};
 use super::prefix_hash::PrefixHasher;
-use super::{BlockCopy, KvGroup};
+use super::{BlockCopy, BlockTables, KvGroup};
 use crate::backend::TokenPos;
 use crate::{ModelError, Result};
 
@@ -160,11 +160,10 @@ impl Paging {
 
     /// The slot each token of a grown batch writes in group `group`.
     pub fn slots(&self, group: usize, places: &[TokenPos]) -> Vec<usize> {
-        let bs = self.block_size;
-        let tables = &self.groups[group].tables;
+        let tables = BlockTables::new(self.block_size, &[], &self.groups[group].tables);
         places
             .iter()
-            .map(|p| tables[p.seq][p.pos / bs] as usize * bs + p.pos % bs)
+            .map(|p| tables.of(p.seq).slot(p.pos))
             .collect()
     }
 
