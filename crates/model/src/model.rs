@@ -97,12 +97,6 @@ impl<B: Backend> Model<B> {
                 config.block_size
             )));
         }
-        if u32::try_from(config.n_blocks).is_err() {
-            return Err(ModelError::Batch(format!(
-                "KV cache n_blocks must be below 2³², not {}",
-                config.n_blocks
-            )));
-        }
         if config.n_ctx > self.hparams.n_ctx_train {
             tracing::warn!(
                 n_ctx = config.n_ctx,
@@ -121,6 +115,16 @@ impl<B: Backend> Model<B> {
             })
             .collect();
         let layout = KvLayout::new(&config, layers);
+        // Block ids are u32, one value of which marks "no block"; a windowed group's pool is
+        // sized from n_seq, not n_blocks, so every group is checked.
+        if let Some(group) = layout.groups.iter().find(|g| g.n_blocks >= u32::MAX as usize) {
+            return Err(ModelError::Batch(format!(
+                "a KV cache pool of {} blocks is too large: at most {} (fewer sequences or \
+                 larger blocks)",
+                group.n_blocks,
+                u32::MAX - 1
+            )));
+        }
         let storage = self.backend.new_kv_storage(&layout)?;
         Ok(KvCache::new(layout, storage))
     }

@@ -34,7 +34,10 @@ pub(crate) struct BlockPool {
 
 impl BlockPool {
     pub fn new(n_blocks: usize) -> Self {
-        let n = BlockId::try_from(n_blocks).unwrap_or(NO_BLOCK);
+        let n = BlockId::try_from(n_blocks)
+            .ok()
+            .filter(|&n| n != NO_BLOCK)
+            .expect("Model::new_kv_cache refuses pools of 2³² − 1 blocks or more");
         BlockPool {
             refs: vec![0; n as usize],
             hash: vec![None; n as usize],
