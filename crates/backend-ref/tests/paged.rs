@@ -6,15 +6,9 @@
 
 mod common;
 
-use common::{file_of, with_key, Synthetic};
+use common::{file_of, full_pass, tiny_model, with_key, Synthetic, ARCHS};
 use plumb_backend_ref::RefBackend;
 use plumb_model::{Batch, KvCache, KvConfig, LogitsFor, Model, ModelError};
-
-const ARCHS: [&str; 3] = ["llama", "qwen2", "gemma3"];
-
-fn model(arch: &'static str) -> Model<RefBackend> {
-    Model::from_file(Synthetic::tiny(arch).file(7), RefBackend::new()).unwrap()
-}
 
 /// A cache in blocks of `block_size`, with room for every sequence.
 fn paged(model: &Model<RefBackend>, n_seq: usize, block_size: usize) -> KvCache<RefBackend> {
@@ -31,15 +25,6 @@ fn tokens(seed: u32, n: usize) -> Vec<u32> {
         .collect()
 }
 
-/// The logits of every position of `tokens`, in one pass in a fresh cache.
-fn alone(model: &Model<RefBackend>, tokens: &[u32]) -> Vec<Vec<f32>> {
-    let mut cache = model
-        .new_kv_cache(KvConfig::new(tokens.len(), 1, tokens.len()))
-        .unwrap();
-    let logits = model.eval(&mut cache, 0, tokens, LogitsFor::All).unwrap();
-    logits.rows().map(<[f32]>::to_vec).collect()
-}
-
 /// Takes and frees blocks in a shuffled order, so that later sequences get scattered ones.
 fn scatter(model: &Model<RefBackend>, cache: &mut KvCache<RefBackend>, seqs: &[usize]) {
     for (i, &seq) in seqs.iter().enumerate() {
@@ -54,9 +39,9 @@ fn scatter(model: &Model<RefBackend>, cache: &mut KvCache<RefBackend>, seqs: &[u
 #[test]
 fn interleaved_sequences_in_scattered_blocks_equal_each_alone() {
     for arch in ARCHS {
-        let model = model(arch);
+        let model = tiny_model(arch);
         let seqs = [tokens(1, 23), tokens(2, 17), tokens(3, 9)];
-        let want: Vec<_> = seqs.iter().map(|s| alone(&model, s)).collect();
+        let want: Vec<_> = seqs.iter().map(|s| full_pass(&model, s)).collect();
         let mut cache = paged(&model, 6, 2);
         scatter(&model, &mut cache, &[3, 4, 5, 1]);
         // Batches of up to 16 tokens, taking 1 to 5 tokens of each sequence in turn.
@@ -88,11 +73,11 @@ fn interleaved_sequences_in_scattered_blocks_equal_each_alone() {
 #[test]
 fn a_reused_prefix_gives_the_logits_of_computing_it() {
     for arch in ARCHS {
-        let model = model(arch);
+        let model = tiny_model(arch);
         let first = tokens(1, 21);
         let mut second = first[..13].to_vec();
         second.extend(tokens(5, 6));
-        let want = alone(&model, &second);
+        let want = full_pass(&model, &second);
         let mut cache = paged(&model, 3, 4);
         model.eval(&mut cache, 0, &first, LogitsFor::Last).unwrap();
         // While sequence 0 still holds the blocks: three whole blocks of 4 are shared. Then,
@@ -125,7 +110,7 @@ fn a_reused_prefix_gives_the_logits_of_computing_it() {
 #[test]
 fn a_forked_sequence_continues_exactly_like_its_source() {
     for arch in ARCHS {
-        let model = model(arch);
+        let model = tiny_model(arch);
         let prompt = tokens(1, 10);
         let mut cache = paged(&model, 3, 4);
         model.eval(&mut cache, 0, &prompt, LogitsFor::Last).unwrap();
@@ -137,7 +122,7 @@ fn a_forked_sequence_continues_exactly_like_its_source() {
         let tails = [tokens(2, 7), tokens(3, 7), tokens(4, 7)];
         let want: Vec<_> = tails
             .iter()
-            .map(|tail| alone(&model, &[prompt.clone(), tail.clone()].concat()))
+            .map(|tail| full_pass(&model, &[prompt.clone(), tail.clone()].concat()))
             .collect();
         for step in 0..7 {
             let mut batch = Batch::new();
@@ -160,7 +145,7 @@ fn a_forked_sequence_continues_exactly_like_its_source() {
 
 #[test]
 fn an_exhausted_pool_is_an_error_and_the_cache_stays_usable() {
-    let model = model("llama");
+    let model = tiny_model("llama");
     let mut config = KvConfig::new(64, 2, 16);
     config.block_size = 4;
     config.n_blocks = 5;
@@ -184,7 +169,7 @@ fn an_exhausted_pool_is_an_error_and_the_cache_stays_usable() {
     );
     assert_eq!((cache.seq_len(1), cache.used_blocks()), (0, 3));
     // Sequence 0 goes on from where it was.
-    let want = alone(&model, &[first.clone(), vec![5]].concat());
+    let want = full_pass(&model, &[first.clone(), vec![5]].concat());
     let logits = model.eval(&mut cache, 0, &[5], LogitsFor::Last).unwrap();
     assert!(logits.last().unwrap() == want[12]);
 }
@@ -205,7 +190,7 @@ fn gemma3_beyond_its_window_gives_back_local_blocks_and_equals_one_pass() {
     )
     .unwrap();
     let all = tokens(1, 600);
-    let want = alone(&model, &all);
+    let want = full_pass(&model, &all);
     // Batches of 64: the local pool holds ⌈(511 + 64) / 16⌉ + 1 = 37 blocks of 16, fewer than
     // the 38 that 600 positions fill, so it must give blocks back to get there.
     let mut cache = model.new_kv_cache(KvConfig::new(600, 1, 64)).unwrap();

@@ -3,16 +3,11 @@
 
 mod common;
 
-use common::{file_of, max_rel_diff, with_key, Synthetic};
+use common::{file_of, full_pass, max_rel_diff, tiny_model, with_key, Synthetic, ARCHS};
 use plumb_backend_ref::RefBackend;
 use plumb_model::{Batch, KvConfig, LogitsFor, Model, ModelError};
 
-const ARCHS: [&str; 3] = ["llama", "qwen2", "gemma3"];
 const TOKENS: [u32; 12] = [1, 17, 5, 42, 9, 63, 0, 33, 12, 12, 50, 7];
-
-fn model(arch: &'static str) -> Model<RefBackend> {
-    Model::from_file(Synthetic::tiny(arch).file(7), RefBackend::new()).unwrap()
-}
 
 fn cache(
     model: &Model<RefBackend>,
@@ -25,17 +20,10 @@ fn cache(
         .unwrap()
 }
 
-/// Logits of every position from one pass over all tokens.
-fn full_pass(model: &Model<RefBackend>, tokens: &[u32]) -> Vec<Vec<f32>> {
-    let mut c = cache(model, tokens.len(), 1, tokens.len());
-    let logits = model.eval(&mut c, 0, tokens, LogitsFor::All).unwrap();
-    logits.rows().map(<[f32]>::to_vec).collect()
-}
-
 #[test]
 fn incremental_decoding_equals_full_recomputation() {
     for arch in ARCHS {
-        let model = model(arch);
+        let model = tiny_model(arch);
         let full = full_pass(&model, &TOKENS);
         // In blocks of 2 positions, with batches of at most 2, gemma3's local layers (window
         // 4) get a pool of 4 blocks, which the 12 tokens go around one and a half times.
@@ -61,7 +49,7 @@ fn incremental_decoding_equals_full_recomputation() {
 #[test]
 fn sequences_in_one_batch_do_not_see_each_other() {
     for arch in ARCHS {
-        let model = model(arch);
+        let model = tiny_model(arch);
         let (a, b) = (&TOKENS[..7], &TOKENS[3..]);
         let alone_a = full_pass(&model, a);
         let alone_b = full_pass(&model, b);
@@ -127,7 +115,7 @@ fn gemma3_local_layers_see_only_the_window() {
 
 #[test]
 fn a_full_context_is_a_clear_error_and_changes_nothing() {
-    let model = model("llama");
+    let model = tiny_model("llama");
     let mut c = cache(&model, 4, 1, 8);
     model
         .eval(&mut c, 0, &TOKENS[..3], LogitsFor::Last)
@@ -161,7 +149,7 @@ fn a_full_context_is_a_clear_error_and_changes_nothing() {
 
 #[test]
 fn malformed_batches_are_rejected_with_the_reason() {
-    let model = model("qwen2");
+    let model = tiny_model("qwen2");
     let mut c = cache(&model, 8, 2, 4);
     let cases: [(Batch, &str); 5] = [
         (Batch::new(), "empty"),
@@ -187,7 +175,7 @@ fn malformed_batches_are_rejected_with_the_reason() {
 
 #[test]
 fn observer_sees_every_name_in_order() {
-    let model = model("gemma3");
+    let model = tiny_model("gemma3");
     let mut c = cache(&model, 4, 1, 4);
     let mut recorder = plumb_model::Recorder::new();
     let batch = Batch::sequence(0, 0, &TOKENS[..3], LogitsFor::Last);

@@ -117,7 +117,11 @@ impl<B: Backend> Model<B> {
         let layout = KvLayout::new(&config, layers);
         // Block ids are u32, one value of which marks "no block"; a windowed group's pool is
         // sized from n_seq, not n_blocks, so every group is checked.
-        if let Some(group) = layout.groups.iter().find(|g| g.n_blocks >= u32::MAX as usize) {
+        if let Some(group) = layout
+            .groups
+            .iter()
+            .find(|g| g.n_blocks >= u32::MAX as usize)
+        {
             return Err(ModelError::Batch(format!(
                 "a KV cache pool of {} blocks is too large: at most {} (fewer sequences or \
                  larger blocks)",

@@ -5,7 +5,9 @@
 
 use std::sync::Arc;
 
+use plumb_backend_ref::RefBackend;
 use plumb_gguf::{GgmlType, GgufFile, GgufWriter, Value};
+use plumb_model::{KvConfig, LogitsFor, Model};
 
 #[derive(Debug, Clone)]
 pub struct Synthetic {
@@ -192,4 +194,21 @@ pub fn max_rel_diff(a: &[f32], b: &[f32]) -> f32 {
         .zip(b)
         .fold(0.0f32, |m, (x, y)| m.max((x - y).abs()));
     diff / scale.max(f32::MIN_POSITIVE)
+}
+
+/// The architectures a synthetic model comes in.
+pub const ARCHS: [&str; 3] = ["llama", "qwen2", "gemma3"];
+
+/// A tiny synthetic model of `arch` on the reference backend.
+pub fn tiny_model(arch: &'static str) -> Model<RefBackend> {
+    Model::from_file(Synthetic::tiny(arch).file(7), RefBackend::new()).unwrap()
+}
+
+/// The logits of every position of `tokens`, from one pass in a fresh cache.
+pub fn full_pass(model: &Model<RefBackend>, tokens: &[u32]) -> Vec<Vec<f32>> {
+    let mut cache = model
+        .new_kv_cache(KvConfig::new(tokens.len(), 1, tokens.len()))
+        .unwrap();
+    let logits = model.eval(&mut cache, 0, tokens, LogitsFor::All).unwrap();
+    logits.rows().map(<[f32]>::to_vec).collect()
 }
