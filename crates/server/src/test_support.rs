@@ -7,7 +7,7 @@ use plumb_engine::{
     Event, EventSink, MetricsSnapshot, Request, StopReason, SubmitError, TokenLogprob,
 };
 use plumb_gguf::Metadata;
-use plumb_tokenizer::{ChatTemplate, Tokenizer};
+use plumb_tokenizer::{byte_level_pieces, ChatTemplate, Tokenizer};
 
 use crate::generation::Generator;
 use crate::state::{AppState, ServerConfig};
@@ -17,21 +17,7 @@ pub const N_CTX: usize = 64;
 
 /// A byte-level BPE vocabulary of the 256 bytes and nothing else.
 pub fn tokenizer() -> Tokenizer {
-    let printable = |b: u32| {
-        (0x21..=0x7E).contains(&b) || (0xA1..=0xAC).contains(&b) || (0xAE..=0xFF).contains(&b)
-    };
-    let mut next = 256;
-    let tokens: Vec<String> = (0..256u32)
-        .map(|b| {
-            let c = if printable(b) {
-                b
-            } else {
-                next += 1;
-                next - 1
-            };
-            char::from_u32(c).unwrap().to_string()
-        })
-        .collect();
+    let tokens = byte_level_pieces();
     let mut md = Metadata::new();
     md.set("tokenizer.ggml.model", "gpt2");
     md.set("tokenizer.ggml.pre", "gpt-2");

@@ -35,4 +35,5 @@ pub use decode::StreamDecoder;
 pub use error::TokenizerError;
 pub use pretokenize::known_pre_types;
 pub use tokenizer::Tokenizer;
+pub use unicode::byte_level_pieces;
 pub use vocab::{TokenizerOptions, VocabKind};

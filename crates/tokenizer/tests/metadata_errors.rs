@@ -2,29 +2,10 @@
 //! fault, the `pre` override, and SentencePiece's space prefix and byte fallback.
 
 use plumb_gguf::{Metadata, Value};
-use plumb_tokenizer::{Tokenizer, TokenizerError, TokenizerOptions};
-
-/// GPT-2's stand-in character for each byte.
-fn byte_chars() -> Vec<String> {
-    let printable = |b: u32| {
-        (0x21..=0x7E).contains(&b) || (0xA1..=0xAC).contains(&b) || (0xAE..=0xFF).contains(&b)
-    };
-    let mut next = 256;
-    (0..256u32)
-        .map(|b| {
-            let c = if printable(b) {
-                b
-            } else {
-                next += 1;
-                next - 1
-            };
-            char::from_u32(c).unwrap().to_string()
-        })
-        .collect()
-}
+use plumb_tokenizer::{byte_level_pieces, Tokenizer, TokenizerError, TokenizerOptions};
 
 fn bpe_metadata(pre: Option<&str>) -> Metadata {
-    let mut tokens = byte_chars();
+    let mut tokens = byte_level_pieces();
     tokens.extend(["he", "hel", "hell", "hello", "Ġhello"].map(String::from));
     let mut md = Metadata::new();
     md.set("tokenizer.ggml.model", "gpt2");

@@ -225,6 +225,20 @@ impl ByteChars {
     }
 }
 
+/// The 256 byte pieces of a byte-level BPE vocabulary (GPT-2's), in byte order: each byte's
+/// stand-in character. A vocabulary made of them alone tokenizes any text, one token a byte:
+/// what tests use where no real vocabulary is wanted.
+pub fn byte_level_pieces() -> Vec<String> {
+    let map = ByteChars::get();
+    (0..=255u8)
+        .map(|b| {
+            char::from_u32(map.char_of(b))
+                .expect("stand-ins are characters")
+                .to_string()
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
