@@ -241,6 +241,11 @@ impl Engine {
     pub fn n_vocab(&self) -> usize {
         self.inner.n_vocab
     }
+
+    /// Sequences decoded together at most: the most choices one request may ask for.
+    pub fn n_parallel(&self) -> usize {
+        self.inner.n_parallel
+    }
 }
 
 /// The engine thread: takes submissions, runs steps while there is work, and sleeps on the

@@ -25,6 +25,8 @@ pub trait Generator: Send + Sync + 'static {
     /// Positions one sequence may hold.
     fn n_ctx(&self) -> usize;
     fn n_vocab(&self) -> usize;
+    /// Choices one request may ask for at most.
+    fn n_parallel(&self) -> usize;
 }
 
 impl Generator for Engine {
@@ -42,6 +44,10 @@ impl Generator for Engine {
 
     fn n_vocab(&self) -> usize {
         Engine::n_vocab(self)
+    }
+
+    fn n_parallel(&self) -> usize {
+        Engine::n_parallel(self)
     }
 }
 

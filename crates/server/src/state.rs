@@ -19,8 +19,6 @@ pub struct ServerConfig {
     pub other_names: Vec<String>,
     /// Requests must carry this key as `Authorization: Bearer KEY`.
     pub api_key: Option<String>,
-    /// Choices a request may ask for at most (`--parallel`).
-    pub n_parallel: usize,
     pub defaults: Defaults,
 }
 
@@ -55,7 +53,7 @@ impl AppState {
         Limits {
             n_ctx: self.engine.n_ctx(),
             n_vocab: self.engine.n_vocab(),
-            n_parallel: self.config.n_parallel,
+            n_parallel: self.engine.n_parallel(),
         }
     }
 

@@ -94,6 +94,10 @@ impl Generator for Scripted {
     fn n_vocab(&self) -> usize {
         256
     }
+
+    fn n_parallel(&self) -> usize {
+        4
+    }
 }
 
 /// The state of a server on `engine`, model `tiny`, with `api_key`.
@@ -102,7 +106,6 @@ pub fn state(engine: Arc<Scripted>, api_key: Option<&str>) -> Arc<AppState> {
         model_name: "tiny".into(),
         other_names: vec!["tiny.gguf".into()],
         api_key: api_key.map(str::to_owned),
-        n_parallel: 4,
         defaults: Defaults {
             temperature: 0.8,
             seed: Some(1),

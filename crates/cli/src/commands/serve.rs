@@ -137,7 +137,6 @@ impl WithBackend for Serve {
             model_name: args.alias.clone().unwrap_or_else(|| stem(&path)),
             other_names: model_names(&args.model, &path),
             api_key: args.api_key.clone().or_else(api_key_from_env),
-            n_parallel: args.parallel,
             defaults: Defaults {
                 temperature: args.temp,
                 seed: seed_flag(args.seed)?,
