@@ -629,10 +629,8 @@ mod tests {
         let q = rng.rows(n_pos + 1, n_head * hd);
         let k = rng.rows(n_pos + 1, case.n_head_kv * hd);
         let v = rng.rows(n_pos + 1, case.n_head_kv * hd);
-        let mut config = KvConfig::new(n_pos + 1, 2, n_pos + 1);
-        config.block_size = 8;
+        let config = KvConfig::new(n_pos + 1, 2, n_pos + 1).with_block_size(8);
         let per_seq = (n_pos + 1).div_ceil(config.block_size);
-        config.n_blocks = 2 * per_seq;
         let shape = LayerKv::new(case.n_head_kv, hd, hd, case.window);
         let layout = KvLayout::new(&config, vec![shape]);
         let mut kv = CpuKvStorage::new(&layout, case.cache_type);

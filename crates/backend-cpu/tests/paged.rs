@@ -66,8 +66,7 @@ fn check(name: &str) {
 
     let model = Model::load(&path, CpuBackend::new(2, KvCacheType::F16).unwrap()).unwrap();
     let alone_cpu: Vec<_> = full.iter().map(|t| alone(&model, t)).collect();
-    let mut config = KvConfig::new(64, 6, 32);
-    config.block_size = 4;
+    let config = KvConfig::new(64, 6, 32).with_block_size(4);
     let mut cache = model.new_kv_cache(config).unwrap();
     // Blocks taken and given back in a shuffled order first.
     for (seq, len) in [(3, 9), (4, 14), (5, 5)] {

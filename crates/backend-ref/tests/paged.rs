@@ -12,9 +12,7 @@ use plumb_model::{Batch, KvCache, KvConfig, LogitsFor, Model, ModelError};
 
 /// A cache in blocks of `block_size`, with room for every sequence.
 fn paged(model: &Model<RefBackend>, n_seq: usize, block_size: usize) -> KvCache<RefBackend> {
-    let mut config = KvConfig::new(64, n_seq, 16);
-    config.block_size = block_size;
-    config.n_blocks = n_seq * 64 / block_size;
+    let config = KvConfig::new(64, n_seq, 16).with_block_size(block_size);
     model.new_kv_cache(config).unwrap()
 }
 
@@ -146,8 +144,7 @@ fn a_forked_sequence_continues_exactly_like_its_source() {
 #[test]
 fn an_exhausted_pool_is_an_error_and_the_cache_stays_usable() {
     let model = tiny_model("llama");
-    let mut config = KvConfig::new(64, 2, 16);
-    config.block_size = 4;
+    let mut config = KvConfig::new(64, 2, 16).with_block_size(4);
     config.n_blocks = 5;
     let mut cache = model.new_kv_cache(config).unwrap();
     assert_eq!((cache.total_blocks(), cache.blocks_needed(9)), (5, 3));

@@ -27,9 +27,7 @@ fn incremental_decoding_equals_full_recomputation() {
         let full = full_pass(&model, &TOKENS);
         // In blocks of 2 positions, with batches of at most 2, gemma3's local layers (window
         // 4) get a pool of 4 blocks, which the 12 tokens go around one and a half times.
-        let mut config = KvConfig::new(TOKENS.len(), 1, 2);
-        config.block_size = 2;
-        config.n_blocks = TOKENS.len() / 2;
+        let config = KvConfig::new(TOKENS.len(), 1, 2).with_block_size(2);
         let mut c = model.new_kv_cache(config).unwrap();
         let prefill = model
             .eval(&mut c, 0, &TOKENS[..5], LogitsFor::Last)

@@ -55,15 +55,25 @@ impl KvConfig {
     pub const DEFAULT_BLOCK_SIZE: usize = 16;
 
     /// A cache whose `n_seq` sequences can all hold `n_ctx` positions at once, in blocks of
-    /// [`Self::DEFAULT_BLOCK_SIZE`]. Set `n_blocks` after a different `block_size`.
+    /// [`Self::DEFAULT_BLOCK_SIZE`].
     pub fn new(n_ctx: usize, n_seq: usize, max_batch: usize) -> Self {
-        let block_size = Self::DEFAULT_BLOCK_SIZE;
         KvConfig {
             n_ctx,
             n_seq,
             max_batch,
+            block_size: 0,
+            n_blocks: 0,
+        }
+        .with_block_size(Self::DEFAULT_BLOCK_SIZE)
+    }
+
+    /// The same cache in blocks of `block_size`, its pool still sized for every sequence's
+    /// whole context.
+    pub fn with_block_size(self, block_size: usize) -> Self {
+        KvConfig {
             block_size,
-            n_blocks: n_seq * n_ctx.div_ceil(block_size),
+            n_blocks: self.n_seq * self.n_ctx.div_ceil(block_size.max(1)),
+            ..self
         }
     }
 
@@ -458,8 +468,7 @@ mod tests {
 
     #[test]
     fn layers_group_by_window_and_windowed_pools_hold_a_window_and_a_batch() {
-        let mut config = KvConfig::new(100, 2, 8);
-        config.block_size = 4;
+        let mut config = KvConfig::new(100, 2, 8).with_block_size(4);
         config.n_blocks = 30;
         let layout = KvLayout::new(
             &config,
