@@ -45,7 +45,7 @@ fn check(name: &str) {
         .encode(PROMPT, true, false)
         .unwrap();
     // A prompt that ends inside a block, so that the fork copies its partial last block.
-    if prompt.len() % 4 == 0 {
+    if prompt.len().is_multiple_of(4) {
         prompt.pop();
     }
     let n = prompt.len();

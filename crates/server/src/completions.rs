@@ -13,7 +13,7 @@ use crate::error::ApiError;
 use crate::generation::{self, Reply};
 use crate::response::Kind;
 use crate::state::AppState;
-use crate::validation::{expected, generation_params, integer_in, top_logprobs, Fields};
+use crate::validation::{at_most, expected, generation_params, integer_in, top_logprobs, Fields};
 
 /// Prompts one request may give at most; each takes a place in the engine's queue.
 pub const MAX_PROMPTS: usize = 64;
@@ -86,15 +86,7 @@ pub fn prompts(fields: &Fields, n_vocab: usize) -> Result<Vec<Prompt>, ApiError>
     if list[0].is_number() {
         return Ok(vec![Prompt::Tokens(token_ids(list, "prompt", n_vocab)?)]);
     }
-    if list.len() > MAX_PROMPTS {
-        return Err(ApiError::invalid(
-            "prompt",
-            format!(
-                "prompt holds {} prompts; at most {MAX_PROMPTS} are allowed",
-                list.len()
-            ),
-        ));
-    }
+    at_most("prompt", list.len(), MAX_PROMPTS, "prompts")?;
     let first_is_text = list[0].is_string();
     list.iter()
         .enumerate()

@@ -289,6 +289,17 @@ fn seed(fields: &Fields, defaults: &Defaults) -> Result<u32, ApiError> {
     })
 }
 
+/// Refuses a list or object `field` of more than `max` `items`.
+pub fn at_most(field: &str, len: usize, max: usize, items: &str) -> Result<(), ApiError> {
+    if len > max {
+        return Err(ApiError::invalid(
+            field,
+            format!("{field} holds {len} {items}; at most {max} are allowed"),
+        ));
+    }
+    Ok(())
+}
+
 /// `stop`: a string or a list of strings. Empty strings are dropped: they would stop
 /// before the first token.
 fn stop_strings(fields: &Fields) -> Result<Vec<String>, ApiError> {
@@ -296,15 +307,7 @@ fn stop_strings(fields: &Fields) -> Result<Vec<String>, ApiError> {
         None => return Ok(Vec::new()),
         Some(v @ Value::String(_)) => vec![("stop".to_owned(), v)],
         Some(Value::Array(list)) => {
-            if list.len() > MAX_STOP_STRINGS {
-                return Err(ApiError::invalid(
-                    "stop",
-                    format!(
-                        "stop holds {} strings; at most {MAX_STOP_STRINGS} are allowed",
-                        list.len()
-                    ),
-                ));
-            }
+            at_most("stop", list.len(), MAX_STOP_STRINGS, "strings")?;
             list.iter()
                 .enumerate()
                 .map(|(i, v)| (format!("stop[{i}]"), v))
@@ -343,15 +346,7 @@ fn logit_bias(fields: &Fields, n_vocab: usize) -> Result<Vec<(u32, f32)>, ApiErr
             ))
         }
     };
-    if map.len() > MAX_LOGIT_BIAS {
-        return Err(ApiError::invalid(
-            "logit_bias",
-            format!(
-                "logit_bias has {} entries; at most {MAX_LOGIT_BIAS} are allowed",
-                map.len()
-            ),
-        ));
-    }
+    at_most("logit_bias", map.len(), MAX_LOGIT_BIAS, "entries")?;
     map.iter()
         .map(|(key, value)| {
             let path = format!("logit_bias[{key:?}]");
