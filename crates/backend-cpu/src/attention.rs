@@ -27,7 +27,7 @@ use std::ops::Range;
 
 use half::f16;
 use plumb_backend_ref::HostTensor;
-use plumb_model::{Activations, AttentionStep, TokenPos};
+use plumb_model::{Activations, BlockTables, TokenPos};
 
 use crate::kv_storage::{decode, CpuKvStorage, KvCacheType, LayerStore};
 use crate::pool::{for_each_unit, ThreadPool};
@@ -49,16 +49,43 @@ thread_local! {
     static WORK: std::cell::RefCell<TileWork> = std::cell::RefCell::new(TileWork::default());
 }
 
-/// Stores the batch's keys and values, then attends. The caller has checked the shapes.
-pub fn attention(
-    pool: &ThreadPool,
-    q: &HostTensor,
+/// One layer's attention over one pass, as the kernels read it.
+pub struct LayerPass<'a> {
+    pub layer: usize,
+    /// Sequence and position of every token (row) of the batch.
+    pub tokens: &'a [TokenPos],
+    pub n_head: usize,
+    /// The factor applied to `q·k` before the softmax.
+    pub scale: f32,
+    /// The block tables each token reads through.
+    pub kv: BlockTables<'a>,
+}
+
+/// Stores the batch's keys and values of layer `layer` in their slots, in the cache's type.
+/// The caller has checked the shapes and slots.
+pub fn store_kv(
     k: &HostTensor,
     v: &HostTensor,
     kv: &mut CpuKvStorage,
-    step: &AttentionStep<'_>,
+    layer: usize,
+    slots: &[usize],
+) {
+    let cache_type = kv.cache_type;
+    let layer = &mut kv.layers[layer];
+    for (t, &slot) in slots.iter().enumerate() {
+        layer.store(cache_type, slot, k.row(t), v.row(t));
+    }
+}
+
+/// Attends every token over the cache, whose keys and values for the pass are stored. The
+/// caller has checked the shapes and block tables.
+pub fn attention(
+    pool: &ThreadPool,
+    q: &HostTensor,
+    kv: &CpuKvStorage,
+    step: &LayerPass<'_>,
 ) -> HostTensor {
-    attention_with(*BEST_ISA, pool, q, k, v, kv, step)
+    attention_with(*BEST_ISA, pool, q, kv, step)
 }
 
 /// [`attention`] with the kernels of `isa`, which the CPU must have.
@@ -66,17 +93,11 @@ fn attention_with(
     isa: Isa,
     pool: &ThreadPool,
     q: &HostTensor,
-    k: &HostTensor,
-    v: &HostTensor,
-    kv: &mut CpuKvStorage,
-    step: &AttentionStep<'_>,
+    kv: &CpuKvStorage,
+    step: &LayerPass<'_>,
 ) -> HostTensor {
     let cache_type = kv.cache_type;
-    let layer = &mut kv.layers[step.layer];
-    for (t, &slot) in step.kv.slots.iter().enumerate() {
-        layer.store(cache_type, slot, k.row(t), v.row(t));
-    }
-    let layer = &*layer;
+    let layer = &kv.layers[step.layer];
     let shape = layer.shape;
     let n = q.n_tokens();
     let out_width = step.n_head * shape.head_dim_v;
@@ -103,7 +124,7 @@ struct Unit<'a> {
     layer: &'a LayerStore,
     cache_type: KvCacheType,
     q: &'a HostTensor,
-    step: &'a AttentionStep<'a>,
+    step: &'a LayerPass<'a>,
     tile: Range<usize>,
     g: usize,
 }
@@ -670,7 +691,7 @@ mod tests {
                 HostTensor::new(tokens.len(), width, data)
             };
             let slots: Vec<usize> = tokens.iter().map(slot_of).collect();
-            let step = AttentionStep {
+            let step = LayerPass {
                 layer: 0,
                 tokens,
                 n_head,
@@ -678,7 +699,8 @@ mod tests {
                 kv: BlockTables::new(config.block_size, &slots, &tables),
             };
             let (q_batch, k_batch, v_batch) = (rows(&q), rows(&k), rows(&v));
-            let out = attention_with(isa, &pool, &q_batch, &k_batch, &v_batch, &mut kv, &step);
+            store_kv(&k_batch, &v_batch, &mut kv, 0, &slots);
+            let out = attention_with(isa, &pool, &q_batch, &kv, &step);
             for (t, &place) in tokens.iter().enumerate() {
                 // Read through the test's own slot formula, not the tables the kernel reads.
                 let want =

@@ -98,12 +98,9 @@ impl CpuKvStorage {
         }
     }
 
-    pub fn n_layers(&self) -> usize {
-        self.layers.len()
-    }
-
-    pub fn layer_shape(&self, layer: usize) -> &LayerKv {
-        &self.layers[layer].shape
+    /// Every layer's shape, in order: what the checks take.
+    pub fn layer_shapes(&self) -> Vec<&LayerKv> {
+        self.layers.iter().map(|l| &l.shape).collect()
     }
 
     /// Makes checked block copies, in order.

@@ -23,11 +23,13 @@ use std::sync::Arc;
 use plumb_backend_ref::{Checks, HostTensor};
 use plumb_ggml::{DotKernel, Isa};
 use plumb_model::{
-    Activation, AttentionStep, Backend, BlockCopy, KvLayout, Result, Rope, WeightTensor,
+    Activation, AttentionStep, Backend, BlockCopy, KvLayout, PassInputs, Result, Rope,
+    WeightTensor, WeightUse,
 };
 
 pub use kv_storage::{CpuKvStorage, KvCacheType};
 
+use attention::LayerPass;
 use matmul::Matrix;
 use pool::ThreadPool;
 use rope_angles::RopeAngles;
@@ -45,7 +47,8 @@ pub struct CpuBackend {
 }
 
 /// A weight as the CPU backend holds it: matrices keep their mapped bytes and get a kernel;
-/// vectors (norms, biases) are dequantized once.
+/// vectors (norms, biases) are dequantized once; embedding tables stay as mapped, and rows
+/// are dequantized as they are looked up.
 pub struct CpuWeight {
     tensor: WeightTensor,
     matrix: Option<Matrix>,
@@ -104,13 +107,31 @@ impl Backend for CpuBackend {
     type Weight = CpuWeight;
     type Tensor = HostTensor;
     type KvStorage = CpuKvStorage;
+    /// The host inputs themselves: the pool computes where they are.
+    type Pass<'p> = &'p PassInputs<'p>;
 
     fn name(&self) -> &'static str {
         NAME
     }
 
-    fn load_weight(&self, tensor: WeightTensor) -> Result<CpuWeight> {
+    fn load_weight(&self, tensor: WeightTensor, usage: WeightUse) -> Result<CpuWeight> {
         let ty = tensor.ggml_type();
+        if usage == WeightUse::Embedding {
+            if !plumb_ggml::can_dequantize(ty) {
+                return Err(CHECK.error(
+                    "load_weight",
+                    format!(
+                        "tensor {:?} is {ty}, which cannot be dequantized",
+                        tensor.name()
+                    ),
+                ));
+            }
+            return Ok(CpuWeight {
+                tensor,
+                matrix: None,
+                values: None,
+            });
+        }
         if tensor.n_rows() <= 1 {
             let values = plumb_ggml::dequantize_row_to_vec(ty, tensor.bytes())
                 .map_err(|e| CHECK.error("load_weight", format!("{:?}: {e}", tensor.name())))?;
@@ -167,14 +188,26 @@ impl Backend for CpuBackend {
     }
 
     fn copy_kv_blocks(&self, kv: &mut CpuKvStorage, copies: &[BlockCopy]) -> Result<()> {
-        let layers: Vec<_> = (0..kv.n_layers()).map(|l| kv.layer_shape(l)).collect();
-        CHECK.block_copies(&layers, copies)?;
+        CHECK.block_copies(&kv.layer_shapes(), copies)?;
         kv.copy_blocks(copies);
         Ok(())
     }
 
-    fn embed(&self, table: &CpuWeight, tokens: &[u32]) -> Result<HostTensor> {
-        let table = &table.tensor;
+    fn begin_pass<'p>(&self, inputs: &'p PassInputs<'p>) -> Result<&'p PassInputs<'p>> {
+        Ok(inputs)
+    }
+
+    fn upload(&self, n_tokens: usize, width: usize, values: Vec<f32>) -> Result<HostTensor> {
+        CHECK.host_values(n_tokens, width, &values)?;
+        Ok(HostTensor::new(n_tokens, width, values))
+    }
+
+    fn to_host(&self, x: &HostTensor) -> Result<Vec<f32>> {
+        Ok(x.data().to_vec())
+    }
+
+    fn embed(&self, table: &CpuWeight, pass: &&PassInputs<'_>) -> Result<HostTensor> {
+        let (table, tokens) = (&table.tensor, pass.tokens);
         CHECK.embed_ids(table.name(), table.n_rows(), tokens)?;
         let mut out = HostTensor::zeros(tokens.len(), table.row_len());
         for (row, &id) in out.rows_mut().zip(tokens) {
@@ -210,40 +243,60 @@ impl Backend for CpuBackend {
         &self,
         x: HostTensor,
         head_dim: usize,
-        positions: &[usize],
         rope: &Rope,
+        pass: &&PassInputs<'_>,
     ) -> Result<HostTensor> {
-        CHECK.rope(&x, head_dim, positions, rope)?;
-        let angles = self.rope_angles.get(rope, positions);
+        CHECK.rope(&x, head_dim, &pass.positions, rope)?;
+        let angles = self.rope_angles.get(rope, &pass.positions);
         Ok(ops::rope(&self.pool, x, head_dim, &angles, rope))
+    }
+
+    fn store_kv(
+        &self,
+        k: &HostTensor,
+        v: &HostTensor,
+        kv: &mut CpuKvStorage,
+        layer: usize,
+        pass: &&PassInputs<'_>,
+    ) -> Result<()> {
+        CHECK.store_kv(k, v, &kv.layer_shapes(), layer, pass)?;
+        let slots = pass.kv.layer(layer).slots;
+        let rotation = kv.rotation;
+        // Keys and values are stored rotated when the cache asks for it (see kv_rotation).
+        let k_rotated = rotation.keys.map(|g| kv_rotation::rotate(k.clone(), g));
+        let v_rotated = rotation.values.map(|g| kv_rotation::rotate(v.clone(), g));
+        let (k, v) = (
+            k_rotated.as_ref().unwrap_or(k),
+            v_rotated.as_ref().unwrap_or(v),
+        );
+        attention::store_kv(k, v, kv, layer, slots);
+        Ok(())
     }
 
     fn attention(
         &self,
         q: &HostTensor,
-        k: &HostTensor,
-        v: &HostTensor,
-        kv: &mut CpuKvStorage,
-        step: &AttentionStep<'_>,
+        kv: &CpuKvStorage,
+        step: &AttentionStep,
+        pass: &&PassInputs<'_>,
     ) -> Result<HostTensor> {
-        let layers: Vec<_> = (0..kv.n_layers()).map(|l| kv.layer_shape(l)).collect();
-        CHECK.attention(q, k, v, &layers, step)?;
+        CHECK.attention(q, &kv.layer_shapes(), step, pass)?;
+        let layer_pass = LayerPass {
+            layer: step.layer,
+            tokens: pass.places,
+            n_head: step.n_head,
+            scale: step.scale,
+            kv: pass.kv.layer(step.layer),
+        };
         let rotation = kv.rotation;
-        if rotation.keys.is_none() && rotation.values.is_none() {
-            return Ok(attention::attention(&self.pool, q, k, v, kv, step));
-        }
-        let keys = |x: &HostTensor| match rotation.keys {
-            Some(group) => kv_rotation::rotate(x.clone(), group),
-            None => x.clone(),
-        };
-        let values = |x: HostTensor| match rotation.values {
-            Some(group) => kv_rotation::rotate(x, group),
-            None => x,
-        };
-        let (q, k, v) = (keys(q), keys(k), values(v.clone()));
-        Ok(values(attention::attention(
-            &self.pool, &q, &k, &v, kv, step,
-        )))
+        // Queries are rotated like the keys, and the output back like the values.
+        let q_rotated = rotation.keys.map(|g| kv_rotation::rotate(q.clone(), g));
+        let q = q_rotated.as_ref().unwrap_or(q);
+        let out = attention::attention(&self.pool, q, kv, &layer_pass);
+        Ok(match rotation.values {
+            Some(group) => kv_rotation::rotate(out, group),
+            None => out,
+        })
     }
 
     fn gated_activation(
@@ -261,12 +314,8 @@ impl Backend for CpuBackend {
         Ok(ops::add(&self.pool, a, b))
     }
 
-    fn select_rows(&self, x: &HostTensor, rows: &[usize]) -> Result<HostTensor> {
-        CHECK.rows(x, rows)?;
-        Ok(plumb_backend_ref::ops::select_rows(x, rows))
-    }
-
-    fn to_host(&self, x: &HostTensor) -> Result<Vec<f32>> {
-        Ok(x.data().to_vec())
+    fn output_rows(&self, x: &HostTensor, pass: &&PassInputs<'_>) -> Result<HostTensor> {
+        CHECK.rows(x, pass.output_rows)?;
+        Ok(plumb_backend_ref::ops::select_rows(x, pass.output_rows))
     }
 }

@@ -1,6 +1,6 @@
 //! The KV cache storage and causal attention over it.
 
-use plumb_model::{Activations, AttentionStep, BlockCopy, KvLayout, LayerKv};
+use plumb_model::{Activations, AttentionStep, BlockCopy, KvLayout, LayerKv, PassInputs};
 use rayon::prelude::*;
 
 use crate::matmul::dot;
@@ -32,12 +32,9 @@ impl RefKvStorage {
         RefKvStorage { layers }
     }
 
-    pub fn n_layers(&self) -> usize {
-        self.layers.len()
-    }
-
-    pub fn layer_shape(&self, layer: usize) -> &LayerKv {
-        &self.layers[layer].shape
+    /// Every layer's shape, in order: what the checks take.
+    pub fn layer_shapes(&self) -> Vec<&LayerKv> {
+        self.layers.iter().map(|l| &l.shape).collect()
     }
 
     /// Makes checked block copies, in order.
@@ -74,21 +71,31 @@ impl LayerStore {
     }
 }
 
-/// Stores the batch's keys and values, then computes, for each token and query head,
-/// `softmax(scale · q·Kᵀ) · V` over the positions the token sees. The caller has checked the
-/// shapes and slots.
-pub fn attention(
-    q: &HostTensor,
+/// Stores the batch's keys and values of layer `layer` in their slots. The caller has checked
+/// the shapes and slots.
+pub fn store_kv(
     k: &HostTensor,
     v: &HostTensor,
     kv: &mut RefKvStorage,
-    step: &AttentionStep<'_>,
-) -> HostTensor {
-    let layer = &mut kv.layers[step.layer];
-    for (t, &slot) in step.kv.slots.iter().enumerate() {
-        layer.store(slot, k.row(t), v.row(t));
+    layer: usize,
+    pass: &PassInputs<'_>,
+) {
+    let store = &mut kv.layers[layer];
+    for (t, &slot) in pass.kv.layer(layer).slots.iter().enumerate() {
+        store.store(slot, k.row(t), v.row(t));
     }
-    let layer = &*layer;
+}
+
+/// Computes, for each token and query head, `softmax(scale · q·Kᵀ) · V` over the positions
+/// the token sees. The caller has checked the shapes and block tables.
+pub fn attention(
+    q: &HostTensor,
+    kv: &RefKvStorage,
+    step: &AttentionStep,
+    pass: &PassInputs<'_>,
+) -> HostTensor {
+    let layer = &kv.layers[step.layer];
+    let tables = pass.kv.layer(step.layer);
     let (hd_k, hd_v) = (layer.shape.head_dim_k, layer.shape.head_dim_v);
     let group = step.n_head / layer.shape.n_head_kv;
 
@@ -98,8 +105,8 @@ pub fn attention(
         .par_chunks_mut(out_width)
         .enumerate()
         .for_each(|(t, out_row)| {
-            let place = step.tokens[t];
-            let table = step.kv.of(place.seq);
+            let place = pass.places[t];
+            let table = tables.of(place.seq);
             let visible = layer.shape.visible(place.pos);
             let mut weights = vec![0.0f32; visible.len()];
             for h in 0..step.n_head {

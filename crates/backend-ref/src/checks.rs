@@ -2,7 +2,10 @@
 //! error naming the backend, the op and the problem instead of a panic inside a kernel.
 
 use plumb_ggml::KernelError;
-use plumb_model::{Activations, AttentionStep, BlockCopy, LayerKv, ModelError, Result, Rope};
+use plumb_model::{
+    Activations, AttentionStep, BlockCopy, BlockTables, LayerKv, ModelError, PassInputs, Result,
+    Rope, TokenPos,
+};
 
 use crate::HostTensor;
 
@@ -65,6 +68,17 @@ impl Checks {
         Ok(())
     }
 
+    /// Checks that host values fill a `[n_tokens × width]` tensor.
+    pub fn host_values(&self, n_tokens: usize, width: usize, values: &[f32]) -> Result<()> {
+        if n_tokens.checked_mul(width) != Some(values.len()) {
+            return Err(self.error(
+                "upload",
+                format!("{} values for [{n_tokens} × {width}]", values.len()),
+            ));
+        }
+        Ok(())
+    }
+
     pub fn norm_groups(&self, x: &HostTensor, weight_len: usize) -> Result<()> {
         if weight_len == 0 || !x.width().is_multiple_of(weight_len) {
             return Err(self.error(
@@ -104,21 +118,66 @@ impl Checks {
         Ok(())
     }
 
-    /// Checks an attention step against the cache's layers.
-    pub fn attention(
+    /// The shape of layer `layer` of the cache, or an error naming the op.
+    fn layer<'l>(
         &self,
-        q: &HostTensor,
+        op: &'static str,
+        layers: &[&'l LayerKv],
+        layer: usize,
+    ) -> Result<&'l LayerKv> {
+        layers.get(layer).copied().ok_or_else(|| {
+            self.error(
+                op,
+                format!("layer {layer} of a {}-layer cache", layers.len()),
+            )
+        })
+    }
+
+    /// Checks K and V rows to store in layer `layer` at the pass's slots.
+    pub fn store_kv(
+        &self,
         k: &HostTensor,
         v: &HostTensor,
         layers: &[&LayerKv],
-        step: &AttentionStep<'_>,
+        layer: usize,
+        pass: &PassInputs<'_>,
     ) -> Result<()> {
-        let Some(shape) = layers.get(step.layer) else {
+        let shape = self.layer("store_kv", layers, layer)?;
+        self.width("store_kv", k, shape.k_width(), "K")?;
+        self.width("store_kv", v, shape.v_width(), "V")?;
+        let n = pass.n_tokens();
+        if k.n_tokens() != n || v.n_tokens() != n {
             return Err(self.error(
-                "attention",
-                format!("layer {} of a {}-layer cache", step.layer, layers.len()),
+                "store_kv",
+                format!(
+                    "K, V and the batch have {}, {} and {n} tokens",
+                    k.n_tokens(),
+                    v.n_tokens()
+                ),
             ));
-        };
+        }
+        let slots = pass.kv.layer(layer).slots;
+        if slots.len() != n {
+            return Err(self.error("store_kv", format!("{} slots for {n} tokens", slots.len())));
+        }
+        if let Some(&bad) = slots.iter().find(|&&s| s >= shape.n_slots) {
+            return Err(self.error(
+                "store_kv",
+                format!("slot {bad} of a layer of {}", shape.n_slots),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks an attention step against the cache's layers and the pass's block tables.
+    pub fn attention(
+        &self,
+        q: &HostTensor,
+        layers: &[&LayerKv],
+        step: &AttentionStep,
+        pass: &PassInputs<'_>,
+    ) -> Result<()> {
+        let shape = self.layer("attention", layers, step.layer)?;
         if step.n_head == 0 || !step.n_head.is_multiple_of(shape.n_head_kv) {
             return Err(self.error(
                 "attention",
@@ -129,51 +188,40 @@ impl Checks {
             ));
         }
         self.width("attention", q, step.n_head * shape.head_dim_k, "Q")?;
-        self.width("attention", k, shape.k_width(), "K")?;
-        self.width("attention", v, shape.v_width(), "V")?;
-        let n = q.n_tokens();
-        if k.n_tokens() != n || v.n_tokens() != n || step.tokens.len() != n {
+        if q.n_tokens() != pass.n_tokens() {
             return Err(self.error(
                 "attention",
                 format!(
-                    "Q, K, V and the batch have {n}, {}, {} and {} tokens",
-                    k.n_tokens(),
-                    v.n_tokens(),
-                    step.tokens.len()
+                    "Q and the batch have {} and {} tokens",
+                    q.n_tokens(),
+                    pass.n_tokens()
                 ),
             ));
         }
-        self.kv_slots(shape, step)
+        self.block_tables(shape, pass.places, pass.kv.layer(step.layer))
     }
 
-    /// Checks that every slot the step writes or reads through its block tables is in the
-    /// layer's storage.
-    fn kv_slots(&self, shape: &LayerKv, step: &AttentionStep<'_>) -> Result<()> {
-        let (slots, bs) = (step.kv.slots, step.kv.block_size());
-        if slots.len() != step.tokens.len() {
-            return Err(self.error(
-                "attention",
-                format!("{} slots for {} tokens", slots.len(), step.tokens.len()),
-            ));
-        }
-        if let Some(&bad) = slots.iter().find(|&&s| s >= shape.n_slots) {
-            return Err(self.error(
-                "attention",
-                format!("slot {bad} of a layer of {}", shape.n_slots),
-            ));
-        }
+    /// Checks that every slot the tokens read through their block tables is in the layer's
+    /// storage.
+    fn block_tables(
+        &self,
+        shape: &LayerKv,
+        places: &[TokenPos],
+        tables: BlockTables<'_>,
+    ) -> Result<()> {
+        let bs = tables.block_size();
         let n_blocks = shape.n_slots / bs;
         // One check per run of a sequence's tokens, over the union of what they see (a
         // range: their positions are consecutive), not one per token: a prompt chunk's
         // tokens see nearly the same blocks.
-        for run in step.tokens.chunk_by(|a, b| a.seq == b.seq) {
+        for run in places.chunk_by(|a, b| a.seq == b.seq) {
             let seen = run
                 .iter()
                 .map(|t| shape.visible(t.pos))
                 .reduce(|a, b| a.start.min(b.start)..a.end.max(b.end))
                 .expect("chunks are never empty");
             let seq = run[0].seq;
-            let table = step.kv.of(seq).blocks;
+            let table = tables.of(seq).blocks;
             let blocks = seen.start / bs..seen.end.div_ceil(bs);
             if table.len() < blocks.end || table[blocks].iter().any(|&b| b as usize >= n_blocks) {
                 return Err(self.error(
@@ -212,7 +260,7 @@ impl Checks {
 
     pub fn rows(&self, x: &HostTensor, rows: &[usize]) -> Result<()> {
         if let Some(&bad) = rows.iter().find(|&&r| r >= x.n_tokens()) {
-            return Err(self.error("select_rows", format!("row {bad} of {}", x.n_tokens())));
+            return Err(self.error("output_rows", format!("row {bad} of {}", x.n_tokens())));
         }
         Ok(())
     }
@@ -220,8 +268,6 @@ impl Checks {
 
 #[cfg(test)]
 mod tests {
-    use plumb_model::{BlockTables, TokenPos};
-
     use super::*;
 
     const CHECKS: Checks = Checks { backend: "test" };
@@ -237,14 +283,7 @@ mod tests {
             .collect();
         let slots = vec![0; tokens.len()];
         let tables = [table.to_vec()];
-        let step = AttentionStep {
-            layer: 0,
-            tokens: &tokens,
-            n_head: 1,
-            scale: 1.0,
-            kv: BlockTables::new(4, &slots, &tables),
-        };
-        CHECKS.kv_slots(&shape, &step)
+        CHECKS.block_tables(&shape, &tokens, BlockTables::new(4, &slots, &tables))
     }
 
     #[test]

@@ -12,7 +12,8 @@ pub mod ops;
 mod tensor;
 
 use plumb_model::{
-    Activation, AttentionStep, Backend, BlockCopy, KvLayout, Result, Rope, WeightTensor,
+    Activation, AttentionStep, Backend, BlockCopy, KvLayout, PassInputs, Result, Rope,
+    WeightTensor, WeightUse,
 };
 
 pub use attention::RefKvStorage;
@@ -37,12 +38,14 @@ impl Backend for RefBackend {
     type Weight = WeightTensor;
     type Tensor = HostTensor;
     type KvStorage = RefKvStorage;
+    /// The host inputs themselves: the reference computes where they are.
+    type Pass<'p> = &'p PassInputs<'p>;
 
     fn name(&self) -> &'static str {
         NAME
     }
 
-    fn load_weight(&self, tensor: WeightTensor) -> Result<WeightTensor> {
+    fn load_weight(&self, tensor: WeightTensor, _usage: WeightUse) -> Result<WeightTensor> {
         if !plumb_ggml::can_dequantize(tensor.ggml_type()) {
             return Err(CHECK.error(
                 "load_weight",
@@ -61,15 +64,27 @@ impl Backend for RefBackend {
     }
 
     fn copy_kv_blocks(&self, kv: &mut RefKvStorage, copies: &[BlockCopy]) -> Result<()> {
-        let layers: Vec<_> = (0..kv.n_layers()).map(|l| kv.layer_shape(l)).collect();
-        CHECK.block_copies(&layers, copies)?;
+        CHECK.block_copies(&kv.layer_shapes(), copies)?;
         kv.copy_blocks(copies);
         Ok(())
     }
 
-    fn embed(&self, table: &WeightTensor, tokens: &[u32]) -> Result<HostTensor> {
-        CHECK.embed_ids(table.name(), table.n_rows(), tokens)?;
-        matmul::lookup_rows(table, tokens).map_err(CHECK.kernel_error("embed"))
+    fn begin_pass<'p>(&self, inputs: &'p PassInputs<'p>) -> Result<&'p PassInputs<'p>> {
+        Ok(inputs)
+    }
+
+    fn upload(&self, n_tokens: usize, width: usize, values: Vec<f32>) -> Result<HostTensor> {
+        CHECK.host_values(n_tokens, width, &values)?;
+        Ok(HostTensor::new(n_tokens, width, values))
+    }
+
+    fn to_host(&self, x: &HostTensor) -> Result<Vec<f32>> {
+        Ok(x.data().to_vec())
+    }
+
+    fn embed(&self, table: &WeightTensor, pass: &&PassInputs<'_>) -> Result<HostTensor> {
+        CHECK.embed_ids(table.name(), table.n_rows(), pass.tokens)?;
+        matmul::lookup_rows(table, pass.tokens).map_err(CHECK.kernel_error("embed"))
     }
 
     fn rms_norm(&self, x: &HostTensor, weight: &WeightTensor, eps: f32) -> Result<HostTensor> {
@@ -97,24 +112,35 @@ impl Backend for RefBackend {
         &self,
         x: HostTensor,
         head_dim: usize,
-        positions: &[usize],
         rope: &Rope,
+        pass: &&PassInputs<'_>,
     ) -> Result<HostTensor> {
-        CHECK.rope(&x, head_dim, positions, rope)?;
-        Ok(ops::rope(x, head_dim, positions, rope))
+        CHECK.rope(&x, head_dim, &pass.positions, rope)?;
+        Ok(ops::rope(x, head_dim, &pass.positions, rope))
+    }
+
+    fn store_kv(
+        &self,
+        k: &HostTensor,
+        v: &HostTensor,
+        kv: &mut RefKvStorage,
+        layer: usize,
+        pass: &&PassInputs<'_>,
+    ) -> Result<()> {
+        CHECK.store_kv(k, v, &kv.layer_shapes(), layer, pass)?;
+        attention::store_kv(k, v, kv, layer, pass);
+        Ok(())
     }
 
     fn attention(
         &self,
         q: &HostTensor,
-        k: &HostTensor,
-        v: &HostTensor,
-        kv: &mut RefKvStorage,
-        step: &AttentionStep<'_>,
+        kv: &RefKvStorage,
+        step: &AttentionStep,
+        pass: &&PassInputs<'_>,
     ) -> Result<HostTensor> {
-        let layers: Vec<_> = (0..kv.n_layers()).map(|l| kv.layer_shape(l)).collect();
-        CHECK.attention(q, k, v, &layers, step)?;
-        Ok(attention::attention(q, k, v, kv, step))
+        CHECK.attention(q, &kv.layer_shapes(), step, pass)?;
+        Ok(attention::attention(q, kv, step, pass))
     }
 
     fn gated_activation(
@@ -132,12 +158,8 @@ impl Backend for RefBackend {
         Ok(ops::add(a, b))
     }
 
-    fn select_rows(&self, x: &HostTensor, rows: &[usize]) -> Result<HostTensor> {
-        CHECK.rows(x, rows)?;
-        Ok(ops::select_rows(x, rows))
-    }
-
-    fn to_host(&self, x: &HostTensor) -> Result<Vec<f32>> {
-        Ok(x.data().to_vec())
+    fn output_rows(&self, x: &HostTensor, pass: &&PassInputs<'_>) -> Result<HostTensor> {
+        CHECK.rows(x, pass.output_rows)?;
+        Ok(ops::select_rows(x, pass.output_rows))
     }
 }

@@ -4,11 +4,21 @@
 //! Activations are batched: a [`Backend::Tensor`] is a row-major matrix of `n_tokens` rows,
 //! one per token of the batch (ggml shape `[width, n_tokens]`). Weights are the backend's own
 //! copy or view of a [`WeightTensor`]; a matrix weight with GGUF shape `[k, m]` maps `k`-wide
-//! rows to `m`-wide rows. The KV cache's storage is the backend's too: flat slots per layer. Its bookkeeping
-//! (which slots hold which positions of which sequence) is shared, in [`crate::KvCache`], and
-//! reaches the backend as [`BlockTables`].
+//! rows to `m`-wide rows. The KV cache's storage is the backend's too: flat slots per layer.
+//! Its bookkeeping (which slots hold which positions of which sequence) is shared, in
+//! [`crate::KvCache`].
+//!
+//! A forward pass starts with [`Backend::begin_pass`], which receives everything about the
+//! batch at once ([`PassInputs`]: tokens, positions, the KV slots and block tables, the rows
+//! whose logits are wanted) and keeps it where the backend computes; the ops that need it take
+//! the backend's [`Backend::Pass`]. A device backend uploads these few small buffers once per
+//! pass, and can replay a pass of the same shape with only them changed.
+//!
+//! Some ops are composites ([`Backend::qkv`], [`Backend::gated_ffn`],
+//! [`Backend::add_rms_norm`], [`Backend::rope_store_kv`]) with default implementations from the
+//! primitives, so that the architecture files stay plain while a backend may fuse them.
 
-use crate::kv_cache::{BlockCopy, BlockTables, KvLayout};
+use crate::kv_cache::{BlockCopy, KvLayout, PassKv};
 use crate::rope::Rope;
 use crate::weights::WeightTensor;
 use crate::Result;
@@ -30,6 +40,18 @@ pub enum Activation {
     GeluTanh,
 }
 
+/// How a model uses a weight, so that a backend can place it: a table read a few rows at a
+/// time may stay on the host, a matrix belongs where the products run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WeightUse {
+    /// Rows are looked up by token id ([`Backend::embed`]).
+    Embedding,
+    /// The weight of a matrix product ([`Backend::matmul`]).
+    Matrix,
+    /// A vector: a norm's weight, a bias.
+    Vector,
+}
+
 /// Where one token of the batch sits: its sequence and position.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TokenPos {
@@ -37,18 +59,72 @@ pub struct TokenPos {
     pub pos: usize,
 }
 
-/// What [`Backend::attention`] needs besides Q, K and V.
+/// Everything a forward pass needs to know about its batch, handed to the backend once by
+/// [`Backend::begin_pass`].
+pub struct PassInputs<'a> {
+    pub tokens: &'a [u32],
+    /// Sequence and position of every token.
+    pub places: &'a [TokenPos],
+    /// `places[t].pos` for each token, the form RoPE takes.
+    pub positions: Vec<usize>,
+    /// Batch rows whose logits are wanted, in order.
+    pub output_rows: &'a [usize],
+    /// Per layer, the slot each token writes its key and value to and the block tables it
+    /// reads through.
+    pub kv: PassKv<'a>,
+}
+
+impl<'a> PassInputs<'a> {
+    pub fn new(
+        tokens: &'a [u32],
+        places: &'a [TokenPos],
+        output_rows: &'a [usize],
+        kv: PassKv<'a>,
+    ) -> Self {
+        PassInputs {
+            tokens,
+            places,
+            positions: places.iter().map(|p| p.pos).collect(),
+            output_rows,
+            kv,
+        }
+    }
+
+    pub fn n_tokens(&self) -> usize {
+        self.tokens.len()
+    }
+}
+
+/// What [`Backend::attention`] needs to know about the layer besides the pass.
 #[derive(Debug, Clone, Copy)]
-pub struct AttentionStep<'a> {
-    /// The layer, which picks the cache's storage and window.
+pub struct AttentionStep {
+    /// The layer, which picks the cache's storage, window and block tables.
     pub layer: usize,
-    /// Sequence and position of every token (row) of the batch.
-    pub tokens: &'a [TokenPos],
     pub n_head: usize,
     /// The factor applied to `q·k` before the softmax.
     pub scale: f32,
-    /// The slot each token writes and the block tables it reads through.
-    pub kv: BlockTables<'a>,
+}
+
+/// A projection `x · Wᵀ (+ b)`: a matrix weight and its optional bias.
+pub struct Projection<'w, W> {
+    pub weight: &'w W,
+    pub bias: Option<&'w W>,
+}
+
+impl<W> Clone for Projection<'_, W> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<W> Copy for Projection<'_, W> {}
+
+/// The weights of a gated feed-forward network: `down(act(gate(x)) ⊙ up(x))`.
+pub struct GatedFfnWeights<'w, W> {
+    pub gate: Projection<'w, W>,
+    pub up: Projection<'w, W>,
+    pub down: Projection<'w, W>,
+    pub activation: Activation,
 }
 
 /// The backend operations. Every op either returns a result or an error naming the op; none
@@ -60,13 +136,15 @@ pub trait Backend: Send + Sync {
     type Tensor: Activations;
     /// Per-layer K and V slots of a [`crate::KvCache`].
     type KvStorage: Send;
+    /// One pass's inputs as the backend keeps them (host slices, device buffers).
+    type Pass<'p>;
 
     /// A short name for messages: `"ref"`, `"cuda"`.
     fn name(&self) -> &'static str;
 
-    /// Takes a weight from the model file. Fails, naming the tensor, when the backend cannot
-    /// use its type.
-    fn load_weight(&self, tensor: WeightTensor) -> Result<Self::Weight>;
+    /// Takes a weight from the model file, to be used as `usage` says. Fails, naming the
+    /// tensor, when the backend cannot use its type.
+    fn load_weight(&self, tensor: WeightTensor, usage: WeightUse) -> Result<Self::Weight>;
 
     /// Allocates K/V storage for every layer of `layout`: `n_slots` slots each.
     fn new_kv_storage(&self, layout: &KvLayout) -> Result<Self::KvStorage>;
@@ -75,8 +153,18 @@ pub trait Backend: Send + Sync {
     /// private copy of a shared block that a sequence is about to write.
     fn copy_kv_blocks(&self, kv: &mut Self::KvStorage, copies: &[BlockCopy]) -> Result<()>;
 
-    /// Embedding lookup: row `tokens[t]` of `table` (GGUF shape `[n_embd, n_vocab]`) for each t.
-    fn embed(&self, table: &Self::Weight, tokens: &[u32]) -> Result<Self::Tensor>;
+    /// Takes one pass's inputs, before its first op.
+    fn begin_pass<'p>(&self, inputs: &'p PassInputs<'p>) -> Result<Self::Pass<'p>>;
+
+    /// A tensor from host values, `[n_tokens × width]` row-major.
+    fn upload(&self, n_tokens: usize, width: usize, values: Vec<f32>) -> Result<Self::Tensor>;
+
+    /// A row-major host copy: the logits, and what an [`crate::Observer`] sees.
+    fn to_host(&self, x: &Self::Tensor) -> Result<Vec<f32>>;
+
+    /// Embedding lookup: row `token` of `table` (GGUF shape `[n_embd, n_vocab]`) for each
+    /// token of the pass.
+    fn embed(&self, table: &Self::Weight, pass: &Self::Pass<'_>) -> Result<Self::Tensor>;
 
     /// RMSNorm: each group of `weight.len()` consecutive elements of a row is divided by its
     /// root mean square (plus `eps` under the root) and multiplied by `weight`. A weight as
@@ -92,27 +180,37 @@ pub trait Backend: Send + Sync {
     /// Multiplies every element by `factor`.
     fn scale(&self, x: Self::Tensor, factor: f32) -> Result<Self::Tensor>;
 
-    /// Rotates each `head_dim`-wide head of row `t` by the angles of position `positions[t]`.
+    /// Rotates each `head_dim`-wide head of row `t` by the angles of the pass's position `t`.
     fn rope(
         &self,
         x: Self::Tensor,
         head_dim: usize,
-        positions: &[usize],
         rope: &Rope,
+        pass: &Self::Pass<'_>,
     ) -> Result<Self::Tensor>;
 
-    /// Causal attention over the cache. First stores each token's K and V rows (`n_head_kv`
-    /// heads each) in its slot (`step.kv.slots`), then, for each token, attends its `n_head`
-    /// query heads over the positions of its own sequence up to its own, within the layer's
-    /// sliding window if it has one, found through its sequence's block table. Query heads share KV heads in groups of
+    /// Stores each token's K and V rows (`n_head_kv` heads each) of layer `layer` in the slot
+    /// the pass gives it.
+    fn store_kv(
+        &self,
+        k: &Self::Tensor,
+        v: &Self::Tensor,
+        kv: &mut Self::KvStorage,
+        layer: usize,
+        pass: &Self::Pass<'_>,
+    ) -> Result<()>;
+
+    /// Causal attention over the cache, whose keys and values for this pass's tokens are
+    /// stored already: each token attends its `n_head` query heads over the positions of its
+    /// own sequence up to its own, within the layer's sliding window if it has one, found
+    /// through its sequence's block table. Query heads share KV heads in groups of
     /// `n_head / n_head_kv`. Returns `[n_tokens × n_head·head_dim_v]`.
     fn attention(
         &self,
         q: &Self::Tensor,
-        k: &Self::Tensor,
-        v: &Self::Tensor,
-        kv: &mut Self::KvStorage,
-        step: &AttentionStep<'_>,
+        kv: &Self::KvStorage,
+        step: &AttentionStep,
+        pass: &Self::Pass<'_>,
     ) -> Result<Self::Tensor>;
 
     /// The gated FFN's nonlinearity: `act(gate) ⊙ up`.
@@ -126,9 +224,89 @@ pub trait Backend: Send + Sync {
     /// Elementwise sum (the residual connections).
     fn add(&self, a: &Self::Tensor, b: &Self::Tensor) -> Result<Self::Tensor>;
 
-    /// The given rows, in order (the rows whose logits are wanted).
-    fn select_rows(&self, x: &Self::Tensor, rows: &[usize]) -> Result<Self::Tensor>;
+    /// The pass's output rows, in order (the rows whose logits are wanted).
+    fn output_rows(&self, x: &Self::Tensor, pass: &Self::Pass<'_>) -> Result<Self::Tensor>;
 
-    /// A row-major host copy: the logits, and what an [`crate::Observer`] sees.
-    fn to_host(&self, x: &Self::Tensor) -> Result<Vec<f32>>;
+    // Composites: default implementations from the primitives above, which a backend may
+    // replace with fused kernels that give the same values.
+
+    /// A projection with its optional bias.
+    fn project(&self, x: &Self::Tensor, p: Projection<'_, Self::Weight>) -> Result<Self::Tensor> {
+        let y = self.matmul(x, p.weight)?;
+        match p.bias {
+            Some(bias) => self.add_bias(y, bias),
+            None => Ok(y),
+        }
+    }
+
+    /// The Q, K and V projections of one input.
+    fn qkv(
+        &self,
+        x: &Self::Tensor,
+        q: Projection<'_, Self::Weight>,
+        k: Projection<'_, Self::Weight>,
+        v: Projection<'_, Self::Weight>,
+    ) -> Result<[Self::Tensor; 3]> {
+        Ok([
+            self.project(x, q)?,
+            self.project(x, k)?,
+            self.project(x, v)?,
+        ])
+    }
+
+    /// The gated feed-forward network.
+    fn gated_ffn(
+        &self,
+        x: &Self::Tensor,
+        ffn: &GatedFfnWeights<'_, Self::Weight>,
+    ) -> Result<Self::Tensor> {
+        let gate = self.project(x, ffn.gate)?;
+        let up = self.project(x, ffn.up)?;
+        let hidden = self.gated_activation(&gate, &up, ffn.activation)?;
+        self.project(&hidden, ffn.down)
+    }
+
+    /// A residual sum and its RMSNorm: `(a + b, rms_norm(a + b))`.
+    fn add_rms_norm(
+        &self,
+        a: &Self::Tensor,
+        b: &Self::Tensor,
+        weight: &Self::Weight,
+        eps: f32,
+    ) -> Result<(Self::Tensor, Self::Tensor)> {
+        let sum = self.add(a, b)?;
+        let normed = self.rms_norm(&sum, weight, eps)?;
+        Ok((sum, normed))
+    }
+
+    /// RoPE on Q and K, then K and V into the cache: returns the rotated Q and K.
+    #[allow(clippy::too_many_arguments)]
+    fn rope_store_kv(
+        &self,
+        q: Self::Tensor,
+        k: Self::Tensor,
+        v: &Self::Tensor,
+        kv: &mut Self::KvStorage,
+        layer: usize,
+        head_dim: usize,
+        rope: &Rope,
+        pass: &Self::Pass<'_>,
+    ) -> Result<(Self::Tensor, Self::Tensor)> {
+        let q = self.rope(q, head_dim, rope, pass)?;
+        let k = self.rope(k, head_dim, rope, pass)?;
+        self.store_kv(&k, v, kv, layer, pass)?;
+        Ok((q, k))
+    }
+
+    /// The `k` largest logits of each row, largest first (ties: the lower id first), as
+    /// (token id, logit). A sampler that only looks at these (greedy decoding is `k = 1`)
+    /// needs nothing else from the device.
+    fn top_k(&self, logits: &Self::Tensor, k: usize) -> Result<Vec<Vec<(u32, f32)>>> {
+        let width = logits.width();
+        let values = self.to_host(logits)?;
+        Ok(values
+            .chunks_exact(width.max(1))
+            .map(|row| crate::batch::top_k(row, k))
+            .collect())
+    }
 }

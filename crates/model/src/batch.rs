@@ -127,3 +127,24 @@ pub fn argmax(values: &[f32]) -> usize {
     }
     best
 }
+
+/// The `k` largest values, largest first (ties: the lower index first), as (index, value).
+/// NaN counts as smaller than every number.
+pub fn top_k(values: &[f32], k: usize) -> Vec<(u32, f32)> {
+    let order = |a: &(u32, f32), b: &(u32, f32)| {
+        let key = |v: f32| if v.is_nan() { f32::NEG_INFINITY } else { v };
+        key(b.1).total_cmp(&key(a.1)).then(a.0.cmp(&b.0))
+    };
+    let mut best: Vec<(u32, f32)> = values
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| (i as u32, v))
+        .collect();
+    let k = k.min(best.len());
+    if k < best.len() && k > 0 {
+        best.select_nth_unstable_by(k - 1, order);
+    }
+    best.truncate(k);
+    best.sort_unstable_by(order);
+    best
+}

@@ -234,6 +234,11 @@ impl<'a> BlockTables<'a> {
         1 << self.shift
     }
 
+    /// Sequence ids the tables cover.
+    pub fn n_seq(&self) -> usize {
+        self.tables.len()
+    }
+
     /// The block table of sequence `seq` (empty for an unknown sequence).
     pub fn of(&self, seq: usize) -> BlockTable<'a> {
         BlockTable {
@@ -258,8 +263,9 @@ pub struct KvCache<B: Backend> {
     storage: B::KvStorage,
 }
 
-/// What a pass needs of the cache besides its storage.
-pub(crate) struct PassKv<'a> {
+/// What a pass needs of the cache besides its storage: per layer, the slot each token of the
+/// batch writes and the block tables it reads through.
+pub struct PassKv<'a> {
     layout: &'a KvLayout,
     paging: &'a Paging,
     /// Per group, the slot each token writes.
@@ -269,12 +275,21 @@ pub(crate) struct PassKv<'a> {
 impl<'a> PassKv<'a> {
     /// The block tables of layer `layer`'s group.
     pub fn layer(&self, layer: usize) -> BlockTables<'_> {
-        let group = self.layout.layers[layer].group;
+        self.group(self.layout.layers[layer].group)
+    }
+
+    /// The block tables of group `group` (see [`KvLayout::groups`]).
+    pub fn group(&self, group: usize) -> BlockTables<'_> {
         BlockTables::new(
             self.layout.block_size,
             &self.slots[group],
             self.paging.tables(group),
         )
+    }
+
+    /// The cache's layout: its layers, their groups and shapes.
+    pub fn layout(&self) -> &KvLayout {
+        self.layout
     }
 }
 

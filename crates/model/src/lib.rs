@@ -34,12 +34,15 @@ mod pass;
 mod rope;
 mod weights;
 
-pub use backend::{Activation, Activations, AttentionStep, Backend, TokenPos};
-pub use batch::{argmax, Batch, Logits, LogitsFor};
+pub use backend::{
+    Activation, Activations, AttentionStep, Backend, GatedFfnWeights, PassInputs, Projection,
+    TokenPos, WeightUse,
+};
+pub use batch::{argmax, top_k, Batch, Logits, LogitsFor};
 pub use error::{ModelError, Result};
 pub use hparams::{Architecture, HyperParams};
 pub use kv_cache::{
-    BlockCopy, BlockTable, BlockTables, KvCache, KvConfig, KvGroup, KvLayout, LayerKv,
+    BlockCopy, BlockTable, BlockTables, KvCache, KvConfig, KvGroup, KvLayout, LayerKv, PassKv,
 };
 pub use model::Model;
 pub use observer::{ObservedTensor, Observer, Recorder};

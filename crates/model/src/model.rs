@@ -8,7 +8,7 @@ use plumb_gguf::{GgufFile, Metadata};
 use crate::arch::gemma3::Gemma3;
 use crate::arch::llama::{Llama, LLAMA};
 use crate::arch::qwen2::QWEN2;
-use crate::backend::Backend;
+use crate::backend::{Backend, PassInputs};
 use crate::batch::{Batch, Logits, LogitsFor};
 use crate::hparams::{Architecture, HyperParams};
 use crate::kv_cache::{KvCache, KvConfig, KvLayout, LayerKv};
@@ -200,23 +200,18 @@ impl<B: Backend> Model<B> {
         cache.copy_pending(&self.backend)?;
         let output_rows = batch.output_rows();
         let values = {
-            let (storage, blocks) = cache.begin_pass(batch.places())?;
-            // The observer's own lifetime is shortened to the pass's.
-            let observer = observer.map(|o| &mut *o as &mut dyn Observer);
-            let mut pass = Pass::new(
-                &self.backend,
-                batch.tokens(),
-                batch.places(),
-                &output_rows,
-                storage,
-                &blocks,
-                observer,
-            );
-            match &self.decoder {
-                Decoder::Llama(d) => d.forward(&mut pass),
-                Decoder::Gemma3(d) => d.forward(&mut pass),
-            }
-            .and_then(|logits| self.backend.to_host(&logits))
+            let (storage, kv) = cache.begin_pass(batch.places())?;
+            let inputs = PassInputs::new(batch.tokens(), batch.places(), &output_rows, kv);
+            self.backend.begin_pass(&inputs).and_then(|state| {
+                // The observer's own lifetime is shortened to the pass's.
+                let observer = observer.map(|o| &mut *o as &mut dyn Observer);
+                let mut pass = Pass::new(&self.backend, &state, storage, observer);
+                match &self.decoder {
+                    Decoder::Llama(d) => d.forward(&mut pass),
+                    Decoder::Gemma3(d) => d.forward(&mut pass),
+                }
+                .and_then(|logits| self.backend.to_host(&logits))
+            })
         };
         cache.end_pass(batch.tokens(), batch.places(), values.is_ok());
         Ok(Logits::new(self.hparams.n_vocab, output_rows, values?))

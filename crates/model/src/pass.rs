@@ -1,43 +1,30 @@
-//! One forward pass in progress: the backend, the batch, the cache storage and its block
-//! tables, and the observer that names intermediates.
+//! One forward pass in progress: the backend, the backend's copy of the batch, the
+//! cache storage, and the observer that names intermediates.
 
-use crate::backend::{Activations, Backend, TokenPos};
-use crate::kv_cache::PassKv;
+use crate::backend::{Activations, Backend};
 use crate::observer::Observer;
 use crate::Result;
 
-pub(crate) struct Pass<'a, B: Backend> {
+pub(crate) struct Pass<'a, 'p, B: Backend> {
     pub backend: &'a B,
-    pub tokens: &'a [u32],
-    pub places: &'a [TokenPos],
-    /// `places[t].pos` for each token, the form RoPE takes.
-    pub positions: Vec<usize>,
-    /// Batch rows whose logits are wanted.
-    pub output_rows: &'a [usize],
+    /// The backend's copy of the pass's [`crate::PassInputs`], which the ops that need them
+    /// take.
+    pub state: &'a B::Pass<'p>,
     pub kv: &'a mut B::KvStorage,
-    /// Where each layer's keys and values go and come from.
-    pub blocks: &'a PassKv<'a>,
     observer: Option<&'a mut dyn Observer>,
 }
 
-impl<'a, B: Backend> Pass<'a, B> {
+impl<'a, 'p, B: Backend> Pass<'a, 'p, B> {
     pub fn new(
         backend: &'a B,
-        tokens: &'a [u32],
-        places: &'a [TokenPos],
-        output_rows: &'a [usize],
+        state: &'a B::Pass<'p>,
         kv: &'a mut B::KvStorage,
-        blocks: &'a PassKv<'a>,
         observer: Option<&'a mut dyn Observer>,
     ) -> Self {
         Pass {
             backend,
-            tokens,
-            places,
-            positions: places.iter().map(|p| p.pos).collect(),
-            output_rows,
+            state,
             kv,
-            blocks,
             observer,
         }
     }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use plumb_gguf::{GgmlType, GgufFile, TensorInfo};
 
-use crate::backend::Backend;
+use crate::backend::{Backend, WeightUse};
 use crate::{ModelError, Result};
 
 /// One tensor of a GGUF file: its header entry and a handle on the mapped file that holds its
@@ -88,16 +88,23 @@ impl<'a, B: Backend> WeightLoader<'a, B> {
         }
     }
 
-    /// A required tensor of exactly this shape (ggml order; trailing 1s are insignificant).
+    /// A required tensor of exactly this shape (ggml order; trailing 1s are insignificant):
+    /// a matrix, or a vector when it has one dimension.
     pub fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<B::Weight> {
         let info = self.file.require_tensor(name)?;
-        self.take(info.clone(), shape)
+        self.take(info.clone(), shape, usage(shape))
+    }
+
+    /// A required table whose rows are looked up by token id.
+    pub fn embedding(&mut self, name: &str, shape: &[usize]) -> Result<B::Weight> {
+        let info = self.file.require_tensor(name)?;
+        self.take(info.clone(), shape, WeightUse::Embedding)
     }
 
     /// A tensor that some files of the architecture have and others do not.
     pub fn optional(&mut self, name: &str, shape: &[usize]) -> Result<Option<B::Weight>> {
         match self.file.tensor_info(name) {
-            Some(info) => self.take(info.clone(), shape).map(Some),
+            Some(info) => self.take(info.clone(), shape, usage(shape)).map(Some),
             None => Ok(None),
         }
     }
@@ -141,11 +148,20 @@ impl<'a, B: Backend> WeightLoader<'a, B> {
             .collect()
     }
 
-    fn take(&mut self, info: TensorInfo, shape: &[usize]) -> Result<B::Weight> {
+    fn take(&mut self, info: TensorInfo, shape: &[usize], usage: WeightUse) -> Result<B::Weight> {
         check_shape(&info, shape)?;
         self.used.insert(info.name.clone());
         self.backend
-            .load_weight(WeightTensor::new(Arc::clone(self.file), info))
+            .load_weight(WeightTensor::new(Arc::clone(self.file), info), usage)
+    }
+}
+
+/// How a tensor of this expected shape is used, unless the caller says it is a table.
+fn usage(shape: &[usize]) -> WeightUse {
+    if shape.len() > 1 {
+        WeightUse::Matrix
+    } else {
+        WeightUse::Vector
     }
 }
 

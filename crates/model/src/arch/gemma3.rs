@@ -81,7 +81,7 @@ impl<B: Backend> Gemma3<B> {
             hp.head_dim_k
         };
         Ok(Gemma3 {
-            token_embd: loader.tensor("token_embd.weight", &[hp.n_embd, hp.n_vocab])?,
+            token_embd: loader.embedding("token_embd.weight", &[hp.n_embd, hp.n_vocab])?,
             blocks,
             head: OutputHead::load(loader, hp)?,
             global_rope: hp.rope.clone(),
@@ -102,7 +102,7 @@ impl<B: Backend> Gemma3<B> {
         Self::is_local(il).then_some(self.sliding_window)
     }
 
-    pub fn forward(&self, pass: &mut Pass<'_, B>) -> Result<B::Tensor> {
+    pub fn forward(&self, pass: &mut Pass<'_, '_, B>) -> Result<B::Tensor> {
         let b = pass.backend;
         let local = AttentionConfig {
             rope: &self.local_rope,
@@ -112,7 +112,7 @@ impl<B: Backend> Gemma3<B> {
             rope: &self.global_rope,
             scale: self.attention_scale,
         };
-        let x = b.embed(&self.token_embd, pass.tokens)?;
+        let x = b.embed(&self.token_embd, pass.state)?;
         let mut x = b.scale(x, self.embd_scale)?;
         pass.observe(&x, "inp_embd", None)?;
 
@@ -124,10 +124,8 @@ impl<B: Backend> Gemma3<B> {
             let attn_out = block.attention.forward(pass, &normed, il, attention)?;
             let attn_out = b.rms_norm(&attn_out, &block.post_attention_norm, self.rms_eps)?;
             pass.observe(&attn_out, "attn_post_norm", l)?;
-            let ffn_inp = b.add(&attn_out, &x)?;
+            let (ffn_inp, normed) = b.add_rms_norm(&attn_out, &x, &block.ffn_norm, self.rms_eps)?;
             pass.observe(&ffn_inp, "ffn_inp", l)?;
-
-            let normed = b.rms_norm(&ffn_inp, &block.ffn_norm, self.rms_eps)?;
             pass.observe(&normed, "ffn_norm", l)?;
             let ffn_out = block.ffn.forward(b, &normed)?;
             pass.observe(&ffn_out, "ffn_out", l)?;

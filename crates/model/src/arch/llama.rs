@@ -58,7 +58,7 @@ impl<B: Backend> Llama<B> {
             let factors = loader.optional_host_f32("rope_freqs.weight", &[rope.n_rot / 2])?;
             rope.freq_factors = factors.map(Into::into);
         }
-        let token_embd = loader.tensor("token_embd.weight", &[hp.n_embd, hp.n_vocab])?;
+        let token_embd = loader.embedding("token_embd.weight", &[hp.n_embd, hp.n_vocab])?;
         let blocks = (0..hp.n_layer)
             .map(|il| {
                 Ok(Block {
@@ -80,13 +80,13 @@ impl<B: Backend> Llama<B> {
         })
     }
 
-    pub fn forward(&self, pass: &mut Pass<'_, B>) -> Result<B::Tensor> {
+    pub fn forward(&self, pass: &mut Pass<'_, '_, B>) -> Result<B::Tensor> {
         let b = pass.backend;
         let attention = AttentionConfig {
             rope: &self.rope,
             scale: self.attention_scale,
         };
-        let mut x = b.embed(&self.token_embd, pass.tokens)?;
+        let mut x = b.embed(&self.token_embd, pass.state)?;
         pass.observe(&x, "inp_embd", None)?;
 
         for (il, block) in self.blocks.iter().enumerate() {
@@ -94,10 +94,8 @@ impl<B: Backend> Llama<B> {
             let normed = b.rms_norm(&x, &block.attn_norm, self.rms_eps)?;
             pass.observe(&normed, "attn_norm", l)?;
             let attn_out = block.attention.forward(pass, &normed, il, &attention)?;
-            let ffn_inp = b.add(&attn_out, &x)?;
+            let (ffn_inp, normed) = b.add_rms_norm(&attn_out, &x, &block.ffn_norm, self.rms_eps)?;
             pass.observe(&ffn_inp, "ffn_inp", l)?;
-
-            let normed = b.rms_norm(&ffn_inp, &block.ffn_norm, self.rms_eps)?;
             pass.observe(&normed, "ffn_norm", l)?;
             let ffn_out = block.ffn.forward(b, &normed)?;
             pass.observe(&ffn_out, "ffn_out", l)?;

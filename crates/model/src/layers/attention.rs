@@ -90,15 +90,18 @@ impl<B: Backend> SelfAttention<B> {
     /// projection of the attended values.
     pub fn forward(
         &self,
-        pass: &mut Pass<'_, B>,
+        pass: &mut Pass<'_, '_, B>,
         x: &B::Tensor,
         il: usize,
         config: &AttentionConfig<'_>,
     ) -> Result<B::Tensor> {
         let b = pass.backend;
-        let mut q = self.q.forward(b, x)?;
-        let mut k = self.k.forward(b, x)?;
-        let v = self.v.forward(b, x)?;
+        let [mut q, mut k, v] = b.qkv(
+            x,
+            self.q.projection(),
+            self.k.projection(),
+            self.v.projection(),
+        )?;
 
         if let Some((q_norm, k_norm)) = &self.qk_norm {
             q = b.rms_norm(&q, q_norm, self.rms_eps)?;
@@ -107,20 +110,26 @@ impl<B: Backend> SelfAttention<B> {
             pass.observe_heads(&k, "Kcur_normed", il, self.head_dim_k)?;
         }
 
-        let q = b.rope(q, self.head_dim_k, &pass.positions, config.rope)?;
-        let k = b.rope(k, self.head_dim_k, &pass.positions, config.rope)?;
+        let (q, k) = b.rope_store_kv(
+            q,
+            k,
+            &v,
+            pass.kv,
+            il,
+            self.head_dim_k,
+            config.rope,
+            pass.state,
+        )?;
         pass.observe_heads(&q, "Qcur", il, self.head_dim_k)?;
         pass.observe_heads(&k, "Kcur", il, self.head_dim_k)?;
         pass.observe_heads(&v, "Vcur", il, self.head_dim_v)?;
 
         let step = AttentionStep {
             layer: il,
-            tokens: pass.places,
             n_head: self.n_head,
             scale: config.scale,
-            kv: pass.blocks.layer(il),
         };
-        let attended = b.attention(&q, &k, &v, pass.kv, &step)?;
+        let attended = b.attention(&q, pass.kv, &step, pass.state)?;
         pass.observe(&attended, "kqv_out", Some(il))?;
 
         let out = self.output.forward(b, &attended)?;

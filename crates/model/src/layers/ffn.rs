@@ -1,4 +1,4 @@
-use crate::backend::{Activation, Backend};
+use crate::backend::{Activation, Backend, GatedFfnWeights};
 use crate::hparams::HyperParams;
 use crate::layers::{Bias, Linear};
 use crate::weights::WeightLoader;
@@ -30,9 +30,12 @@ impl<B: Backend> GatedFfn<B> {
     }
 
     pub fn forward(&self, backend: &B, x: &B::Tensor) -> Result<B::Tensor> {
-        let gate = self.gate.forward(backend, x)?;
-        let up = self.up.forward(backend, x)?;
-        let hidden = backend.gated_activation(&gate, &up, self.activation)?;
-        self.down.forward(backend, &hidden)
+        let weights = GatedFfnWeights {
+            gate: self.gate.projection(),
+            up: self.up.projection(),
+            down: self.down.projection(),
+            activation: self.activation,
+        };
+        backend.gated_ffn(x, &weights)
     }
 }

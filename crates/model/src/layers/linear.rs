@@ -1,4 +1,4 @@
-use crate::backend::Backend;
+use crate::backend::{Backend, Projection};
 use crate::weights::WeightLoader;
 use crate::Result;
 
@@ -44,10 +44,14 @@ impl<B: Backend> Linear<B> {
     }
 
     pub fn forward(&self, backend: &B, x: &B::Tensor) -> Result<B::Tensor> {
-        let y = backend.matmul(x, &self.weight)?;
-        match &self.bias {
-            Some(bias) => backend.add_bias(y, bias),
-            None => Ok(y),
+        backend.project(x, self.projection())
+    }
+
+    /// The weight and bias, as the backend's composite ops take them.
+    pub fn projection(&self) -> Projection<'_, B::Weight> {
+        Projection {
+            weight: &self.weight,
+            bias: self.bias.as_ref(),
         }
     }
 }

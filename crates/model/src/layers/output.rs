@@ -29,9 +29,9 @@ impl<B: Backend> OutputHead<B> {
     }
 
     /// Logits for the batch rows that want them, from the last layer's output.
-    pub fn forward(&self, pass: &mut Pass<'_, B>, x: &B::Tensor) -> Result<B::Tensor> {
+    pub fn forward(&self, pass: &mut Pass<'_, '_, B>, x: &B::Tensor) -> Result<B::Tensor> {
         let b = pass.backend;
-        let x = b.select_rows(x, pass.output_rows)?;
+        let x = b.output_rows(x, pass.state)?;
         let x = b.rms_norm(&x, &self.norm, self.rms_eps)?;
         pass.observe(&x, "result_norm", None)?;
         let logits = self.output.forward(b, &x)?;
