@@ -62,6 +62,14 @@ impl GgufStreamWriter {
             });
         let (header, _) = encode_header(metadata, layouts, alignment);
 
+        // The temporary file of a directory's path would be its sibling, and the final rename
+        // would fail only after all the data was written.
+        if path.is_dir() {
+            return Err(GgufError::Io {
+                path,
+                source: std::io::ErrorKind::IsADirectory.into(),
+            });
+        }
         let tmp = partial_path(&path);
         let file = File::create(&tmp).map_err(|source| GgufError::Io {
             path: path.clone(),

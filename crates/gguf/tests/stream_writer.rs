@@ -111,4 +111,9 @@ fn bad_tensors_and_unwritable_paths_are_refused_up_front() {
         .err()
         .unwrap();
     assert!(err.to_string().contains("no/such/dir/s.gguf"), "{err}");
+
+    let err = GgufStreamWriter::create(dir.path(), &metadata(None), &specs())
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("directory"), "{err}");
 }
