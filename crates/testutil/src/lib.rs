@@ -68,6 +68,28 @@ pub fn model(test: &str, name: &str) -> Option<PathBuf> {
     }
 }
 
+/// Instruction sets (comma-separated, as the kernels name them) that the test runner chose a
+/// CPU without: tools/test-aarch64.sh runs the kernel tests on qemu's cortex-a53 with
+/// `neon-dotprod`, to test the NEON kernels alone.
+const CPU_LACKS_ENV: &str = "PLUMB_CPU_LACKS";
+
+/// Whether the CPU has the instruction set `isa`, given what run-time detection found. An
+/// absence that `$PLUMB_CPU_LACKS` declares is the expected result of that run and passes
+/// quietly; any other absence is skipped loudly. A declared absence that detection contradicts
+/// fails: the CPU is not the one the runner meant, or detection is wrong.
+pub fn cpu_has(test: &str, isa: &str, detected: bool) -> bool {
+    let declared_absent = std::env::var(CPU_LACKS_ENV)
+        .is_ok_and(|names| names.split(',').any(|name| name.trim() == isa));
+    assert!(
+        !(declared_absent && detected),
+        "{CPU_LACKS_ENV} says this CPU lacks {isa}, but run-time detection found it"
+    );
+    if !detected && !declared_absent {
+        skip(test, &format!("this CPU lacks {isa}"));
+    }
+    detected
+}
+
 /// Prints a skip notice on the process's real stderr.
 pub fn skip(test: &str, why: &str) {
     let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {why}");
