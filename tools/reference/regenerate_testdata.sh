@@ -8,7 +8,7 @@
 #   tools/reference/regenerate_testdata.sh [OUT] [MODEL...]
 #
 # Needs the python3 of an environment with llama-cpp-python 0.3.36 built as README.md in this
-# folder says, numpy and gguf 0.19.0 ($PYTHON, default python3). About 5 minutes on 2 cores;
+# folder says, numpy and gguf 0.19.0 ($PYTHON, default python3). 5 to 10 minutes on 2 cores;
 # never run two llama.cpp processes at once on a shared machine.
 set -eu
 here="$(cd "$(dirname "$0")" && pwd)"
