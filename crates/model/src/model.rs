@@ -185,7 +185,6 @@ impl<B: Backend> Model<B> {
         cache: &mut KvCache<B>,
         observer: Option<&mut dyn Observer>,
     ) -> Result<Logits> {
-        cache.check(batch.places())?;
         if let Some((i, &token)) = batch
             .tokens()
             .iter()
@@ -197,23 +196,24 @@ impl<B: Backend> Model<B> {
                 self.hparams.n_vocab
             )));
         }
-        cache.copy_pending(&self.backend)?;
         let output_rows = batch.output_rows();
-        let values = {
-            let (storage, kv) = cache.begin_pass(batch.places())?;
-            let inputs = PassInputs::new(batch.tokens(), batch.places(), &output_rows, kv);
-            self.backend.begin_pass(&inputs).and_then(|state| {
+        let values = cache.run_pass(
+            &self.backend,
+            batch.tokens(),
+            batch.places(),
+            |storage, kv| {
+                let inputs = PassInputs::new(batch.tokens(), batch.places(), &output_rows, kv);
+                let state = self.backend.begin_pass(&inputs)?;
                 // The observer's own lifetime is shortened to the pass's.
                 let observer = observer.map(|o| &mut *o as &mut dyn Observer);
                 let mut pass = Pass::new(&self.backend, &state, storage, observer);
-                match &self.decoder {
+                let logits = match &self.decoder {
                     Decoder::Llama(d) => d.forward(&mut pass),
                     Decoder::Gemma3(d) => d.forward(&mut pass),
-                }
-                .and_then(|logits| self.backend.to_host(&logits))
-            })
-        };
-        cache.end_pass(batch.tokens(), batch.places(), values.is_ok());
-        Ok(Logits::new(self.hparams.n_vocab, output_rows, values?))
+                }?;
+                self.backend.to_host(&logits)
+            },
+        )?;
+        Ok(Logits::new(self.hparams.n_vocab, output_rows, values))
     }
 }
