@@ -3,24 +3,59 @@
 //! CUDA is loaded at run time (the driver, NVRTC, cuBLAS), so plumb builds and runs without
 //! it; [`CudaBackend::available`] says whether this machine can use this backend. Kernels are
 //! CUDA C compiled by NVRTC for the device at start-up and cached on disk (see `nvrtc`).
+//! Every op is queued on one stream. A pass's bookkeeping (tokens, positions, KV slots, block
+//! tables, output rows) goes to the device in one copy at [`Backend::begin_pass`]; only
+//! [`Backend::to_host`] and [`Backend::top_k`] wait for the device.
+//!
+//! It differs from the f32 reference by the f16 rounding of keys and values and by the
+//! matrix kernels' own roundings, which `plumb verify --backend cuda` bounds layer by layer.
 
+mod attention;
 mod error;
+mod kernels;
+mod kv_storage;
+mod matmul;
 mod nvrtc;
+mod ops;
+mod pass_inputs;
+mod rope_table;
+mod tensor;
 mod weight;
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaContext, CudaStream};
-use plumb_model::Result;
+use cudarc::driver::{sys::CUdevice_attribute, CudaContext, CudaSlice, CudaStream};
+use plumb_backend_ref::Checks;
+use plumb_model::{
+    Activation, Activations, AttentionStep, Backend, BlockCopy, KvLayout, PassInputs, Result, Rope,
+    WeightTensor, WeightUse,
+};
 
+pub use kv_storage::CudaKvStorage;
 pub use nvrtc::KERNELS_ENV;
+pub use pass_inputs::CudaPass;
+pub use tensor::CudaTensor;
+pub use weight::CudaWeight;
 
-use error::{error, failed};
+use attention::Attention;
+use error::{error, failed, NAME};
+use kernels::Kernels;
+use matmul::Matmul;
+use ops::Ops;
+use rope_table::RopeTables;
+use weight::{DeviceWeight, WeightKind};
+
+const CHECK: Checks = Checks { backend: NAME };
 
 /// The CUDA backend, on one device.
 pub struct CudaBackend {
-    ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
+    kernels: Kernels,
+    matmul: Matmul,
+    rope_tables: RopeTables,
+    n_sm: usize,
+    /// The device's name, for reports.
+    device_name: String,
 }
 
 impl CudaBackend {
@@ -35,7 +70,7 @@ impl CudaBackend {
         device_count()
     }
 
-    /// A backend on device `ordinal`.
+    /// A backend on device `ordinal`, its kernels compiled (or taken from the cache).
     pub fn new(ordinal: usize) -> Result<CudaBackend> {
         let n = device_count()?;
         if ordinal >= n {
@@ -45,11 +80,45 @@ impl CudaBackend {
             ));
         }
         let ctx = CudaContext::new(ordinal).map_err(failed("new"))?;
+        // One stream orders every op, so cudarc's per-buffer events (for sharing buffers
+        // between streams) would only add two driver calls to each launch.
+        // SAFETY: no buffer exists yet, and none is ever used on another stream.
+        unsafe { ctx.disable_event_tracking() };
         let stream = ctx.default_stream();
-        let name = ctx.name().map_err(failed("new"))?;
+        let device_name = ctx.name().map_err(failed("new"))?;
         let (major, minor) = ctx.compute_capability().map_err(failed("new"))?;
-        tracing::info!(device = ordinal, %name, arch = format!("{major}.{minor}"), "cuda backend");
-        Ok(CudaBackend { ctx, stream })
+        let n_sm = ctx
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(failed("new"))?;
+        tracing::info!(device = ordinal, name = %device_name, arch = format!("{major}.{minor}"), n_sm, "cuda backend");
+        Ok(CudaBackend {
+            kernels: Kernels::load(&ctx)?,
+            matmul: Matmul::new(&ctx)?,
+            rope_tables: RopeTables::default(),
+            n_sm: usize::try_from(n_sm).unwrap_or(1).max(1),
+            device_name,
+            stream,
+        })
+    }
+
+    /// The device's name, as the driver gives it ("NVIDIA H200").
+    pub fn device_name(&self) -> &str {
+        &self.device_name
+    }
+
+    fn ops(&self) -> Ops<'_> {
+        Ops {
+            stream: &self.stream,
+            kernels: &self.kernels,
+        }
+    }
+
+    fn attention_kernels(&self) -> Attention<'_> {
+        Attention {
+            stream: &self.stream,
+            kernels: &self.kernels,
+            n_sm: self.n_sm,
+        }
     }
 }
 
@@ -65,4 +134,196 @@ fn device_count() -> Result<usize> {
     }
     let n = CudaContext::device_count().map_err(failed("new"))?;
     Ok(usize::try_from(n).unwrap_or(0))
+}
+
+/// The f32 values of vector weight `w`, for op `op`.
+fn vector<'w>(op: &'static str, w: &'w CudaWeight) -> Result<&'w CudaSlice<f32>> {
+    w.vector()
+        .ok_or_else(|| error(op, format!("{:?} is a matrix, not a vector", w.name)))
+}
+
+fn matrix<'w>(op: &'static str, w: &'w CudaWeight) -> Result<&'w DeviceWeight> {
+    w.matrix()
+        .ok_or_else(|| error(op, format!("{:?} is a vector, not a matrix", w.name)))
+}
+
+impl Backend for CudaBackend {
+    type Weight = CudaWeight;
+    type Tensor = CudaTensor;
+    type KvStorage = CudaKvStorage;
+    type Pass<'p> = CudaPass<'p>;
+
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn load_weight(&self, tensor: WeightTensor, usage: WeightUse) -> Result<CudaWeight> {
+        const OP: &str = "load_weight";
+        let (ty, name) = (tensor.ggml_type(), tensor.name().to_owned());
+        let kind = if usage == WeightUse::Vector {
+            let values = plumb_ggml::dequantize_row_to_vec(ty, tensor.bytes())
+                .map_err(|e| error(OP, format!("{name:?}: {e}")))?;
+            let values = if values.is_empty() { vec![0.0] } else { values };
+            WeightKind::Vector(self.stream.clone_htod(&values).map_err(failed(OP))?)
+        } else {
+            if !Matmul::supports(ty) {
+                return Err(error(
+                    OP,
+                    format!(
+                        "tensor {name:?} is {ty}, which the cuda backend has no kernel for \
+                         (--backend cpu runs it)"
+                    ),
+                ));
+            }
+            // The kernels may read a few bytes past the last block (see WEIGHT_PADDING).
+            let data = tensor.bytes();
+            let mut bytes = self
+                .stream
+                .alloc_zeros::<u8>(data.len() + matmul::WEIGHT_PADDING)
+                .map_err(failed(OP))?;
+            self.stream
+                .memcpy_htod(data, &mut bytes.slice_mut(..data.len()))
+                .map_err(failed(OP))?;
+            WeightKind::Matrix(DeviceWeight {
+                ty,
+                k: tensor.row_len(),
+                m: tensor.n_rows(),
+                bytes,
+            })
+        };
+        Ok(CudaWeight { name, kind })
+    }
+
+    fn new_kv_storage(&self, layout: &KvLayout) -> Result<CudaKvStorage> {
+        CudaKvStorage::new(&self.stream, layout)
+    }
+
+    fn copy_kv_blocks(&self, kv: &mut CudaKvStorage, copies: &[BlockCopy]) -> Result<()> {
+        CHECK.block_copies(&kv.shapes(), copies)?;
+        kv.copy_blocks(&self.stream, &self.kernels, copies)
+    }
+
+    fn begin_pass<'p>(&self, inputs: &'p PassInputs<'p>) -> Result<CudaPass<'p>> {
+        CudaPass::new(&self.stream, inputs)
+    }
+
+    fn upload(&self, n_tokens: usize, width: usize, values: Vec<f32>) -> Result<CudaTensor> {
+        CHECK.host_values(n_tokens, width, &values)?;
+        CudaTensor::from_host(&self.stream, n_tokens, width, &values)
+    }
+
+    fn to_host(&self, x: &CudaTensor) -> Result<Vec<f32>> {
+        x.to_vec(&self.stream, "to_host")
+    }
+
+    fn embed(&self, table: &CudaWeight, pass: &CudaPass<'_>) -> Result<CudaTensor> {
+        const OP: &str = "embed";
+        let w = matrix(OP, table)?;
+        CHECK.embed_ids(&table.name, w.m, pass.inputs.tokens)?;
+        let mut out = CudaTensor::uninit(&self.stream, OP, pass.n_tokens(), w.k)?;
+        if pass.n_tokens() > 0 {
+            self.matmul
+                .get_rows(&self.stream, w, &pass.tokens(), &mut out.data)?;
+        }
+        Ok(out)
+    }
+
+    fn rms_norm(&self, x: &CudaTensor, weight: &CudaWeight, eps: f32) -> Result<CudaTensor> {
+        let values = vector("rms_norm", weight)?;
+        CHECK.norm_groups(x, values.len())?;
+        self.ops().rms_norm(x, values, eps)
+    }
+
+    fn matmul(&self, x: &CudaTensor, weight: &CudaWeight) -> Result<CudaTensor> {
+        const OP: &str = "matmul";
+        let w = matrix(OP, weight)?;
+        CHECK.width(OP, x, w.k, &weight.name)?;
+        let mut out = CudaTensor::uninit(&self.stream, OP, x.n_tokens(), w.m)?;
+        if x.n_tokens() > 0 {
+            self.matmul
+                .run(&self.stream, w, &x.data, x.n_tokens(), &mut out.data)?;
+        }
+        Ok(out)
+    }
+
+    fn add_bias(&self, x: CudaTensor, bias: &CudaWeight) -> Result<CudaTensor> {
+        let values = vector("add_bias", bias)?;
+        CHECK.width("add_bias", &x, values.len(), &bias.name)?;
+        self.ops().add_bias(x, values)
+    }
+
+    fn scale(&self, x: CudaTensor, factor: f32) -> Result<CudaTensor> {
+        self.ops().scale(x, factor)
+    }
+
+    fn rope(
+        &self,
+        x: CudaTensor,
+        head_dim: usize,
+        rope: &Rope,
+        pass: &CudaPass<'_>,
+    ) -> Result<CudaTensor> {
+        CHECK.rope(&x, head_dim, &pass.inputs.positions, rope)?;
+        if rope.n_rot < 2 || x.is_empty() {
+            return Ok(x);
+        }
+        let inv_freq = self.rope_tables.get(&self.stream, rope)?;
+        self.ops()
+            .rope(x, head_dim, &pass.positions(), rope, &inv_freq)
+    }
+
+    fn store_kv(
+        &self,
+        k: &CudaTensor,
+        v: &CudaTensor,
+        kv: &mut CudaKvStorage,
+        layer: usize,
+        pass: &CudaPass<'_>,
+    ) -> Result<()> {
+        CHECK.store_kv(k, v, &kv.shapes(), layer, pass.inputs)?;
+        let group = kv.layers[layer].shape.group;
+        self.attention_kernels()
+            .store_kv(k, v, &mut kv.layers[layer], &pass.group(group).slots)
+    }
+
+    fn attention(
+        &self,
+        q: &CudaTensor,
+        kv: &CudaKvStorage,
+        step: &AttentionStep,
+        pass: &CudaPass<'_>,
+    ) -> Result<CudaTensor> {
+        CHECK.attention(q, &kv.shapes(), step, pass.inputs)?;
+        let layer = &kv.layers[step.layer];
+        let tables = pass.inputs.kv.layer(step.layer);
+        self.attention_kernels().run(
+            q,
+            layer,
+            step,
+            tables.block_size(),
+            &pass.positions(),
+            &pass.group(layer.shape.group),
+        )
+    }
+
+    fn gated_activation(
+        &self,
+        gate: &CudaTensor,
+        up: &CudaTensor,
+        act: Activation,
+    ) -> Result<CudaTensor> {
+        CHECK.same_shape("gated_activation", gate, up)?;
+        self.ops().gated_activation(gate, up, act)
+    }
+
+    fn add(&self, a: &CudaTensor, b: &CudaTensor) -> Result<CudaTensor> {
+        CHECK.same_shape("add", a, b)?;
+        self.ops().add(a, b)
+    }
+
+    fn output_rows(&self, x: &CudaTensor, pass: &CudaPass<'_>) -> Result<CudaTensor> {
+        let rows = pass.inputs.output_rows;
+        CHECK.rows(x, rows)?;
+        self.ops().select_rows(x, &pass.output_rows(), rows.len())
+    }
 }

@@ -246,4 +246,21 @@ mod tests {
         assert_ne!(base, cache_file("k", "src", &options("sm_89"), (13, 0)));
         assert_ne!(base, cache_file("k", "src", &opts, (13, 1)));
     }
+
+    /// Every kernel compiles for Hopper, where NVRTC is installed: no GPU is needed for it.
+    #[test]
+    fn every_kernel_compiles() {
+        if let Err(e) = require_nvrtc() {
+            plumb_testutil::skip(module_path!(), &format!("no NVRTC ({e})"));
+            return;
+        }
+        let sources = crate::kernels::sources()
+            .into_iter()
+            .chain(crate::matmul::sources());
+        for (name, source) in sources {
+            if let Err(e) = compile(name, &source, &options("sm_90a")) {
+                panic!("{e}");
+            }
+        }
+    }
 }
