@@ -54,45 +54,58 @@ fn tokens(seed: u32, n: usize) -> Vec<u32> {
         .collect()
 }
 
-/// f32 activations and weights differ from the reference only by the f16 cache and the
-/// order of sums: far inside llama.cpp's tolerance.
+/// Weights dequantized alike, f32 activations: the products of a few rows differ from the
+/// reference only by the f16 cache and the order of sums, far inside llama.cpp's tolerance.
+/// Products of many rows (cuBLAS) round weights and activations to f16, or TF32 for F32 and
+/// BF16 weights, and are held to llama.cpp's tolerance.
 const SYNTHETIC: Tolerance = Tolerance {
     max_rel_rms: 0.01,
     min_cosine: 0.9999,
 };
 
+/// Every weight type the backend multiplies with.
+const TYPES: [GgmlType; 13] = {
+    use GgmlType::*;
+    [
+        F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
+    ]
+};
+
 #[test]
-fn synthetic_models_match_the_reference_layer_by_layer() {
+fn synthetic_models_of_every_type_match_the_reference_layer_by_layer() {
     // One backend per model: a model owns its backend.
     let mut cuda = Some(require_cuda!());
     for arch in ARCHS {
-        for ty in [GgmlType::F32, GgmlType::F16, GgmlType::Q8_0] {
+        for ty in TYPES {
+            // Rows of 256 and 512: whole blocks of every type.
             let spec = Synthetic {
                 matrix_type: ty,
+                n_embd: 256,
+                n_head: 4,
+                head_dim: 64,
+                n_ff: 512,
                 ..Synthetic::tiny(arch)
             };
             let file = file_of(&spec.writer(7));
             let reference = Model::from_file(file.clone(), RefBackend::new()).unwrap();
             let backend = cuda.take().map_or_else(|| CudaBackend::new(0), Ok).unwrap();
             let model = Model::from_file(file, backend).unwrap();
-            let tokens = tokens(1, 23);
-            let tolerance = if ty == GgmlType::Q8_0 {
-                Tolerance::LLAMA_CPP
-            } else {
-                SYNTHETIC
-            };
-            check_traces(
-                &format!("{arch} with {ty} matrices"),
-                &trace(&reference, &tokens),
-                &trace(&model, &tokens),
-                tolerance,
-            );
+            // 5 tokens take the matrix-vector kernels, 23 cuBLAS.
+            for (n, tolerance) in [(5, SYNTHETIC), (23, Tolerance::LLAMA_CPP)] {
+                let tokens = tokens(1, n);
+                check_traces(
+                    &format!("{arch} with {ty} matrices, {n} tokens"),
+                    &trace(&reference, &tokens),
+                    &trace(&model, &tokens),
+                    tolerance,
+                );
+            }
         }
     }
 }
 
-/// Decoding token by token, batches of several sequences in scattered blocks, and one pass
-/// over the whole sequence all give the same logits (to the f16 cache's rounding): the
+/// Decoding token by token, batches of several sequences in scattered blocks, and passes
+/// of whole chunks of one sequence all give the same logits (to the order of f32 sums): the
 /// positions, slots and windows of every path agree.
 #[test]
 fn decoding_and_batches_of_sequences_agree_with_one_pass() {
@@ -104,9 +117,9 @@ fn decoding_and_batches_of_sequences_agree_with_one_pass() {
         let want: Vec<Vec<Vec<f32>>> = seqs
             .iter()
             .map(|s| {
-                let mut cache = model
-                    .new_kv_cache(KvConfig::new(s.len(), 1, s.len()))
-                    .unwrap();
+                // Passes of at most 8 tokens take the f32 matrix-vector kernels, as the
+                // batches below do; cuBLAS's f16 operands would round differently.
+                let mut cache = model.new_kv_cache(KvConfig::new(s.len(), 1, 8)).unwrap();
                 let logits = model.eval(&mut cache, 0, s, LogitsFor::All).unwrap();
                 logits.rows().map(<[f32]>::to_vec).collect()
             })
@@ -127,7 +140,8 @@ fn decoding_and_batches_of_sequences_agree_with_one_pass() {
         while next.iter().zip(&seqs).any(|(&n, s)| n < s.len()) {
             let mut batch = Batch::new();
             for (seq, tokens) in seqs.iter().enumerate() {
-                let take = (1 + (round + seq) % 4).min(tokens.len() - next[seq]);
+                // 1, 2 and 3 tokens of the three sequences: 6 at most.
+                let take = (1 + (round + seq) % 3).min(tokens.len() - next[seq]);
                 for (pos, &token) in tokens.iter().enumerate().skip(next[seq]).take(take) {
                     batch.push(token, seq, pos, true);
                 }
@@ -182,4 +196,65 @@ fn qwen2_layers_match_the_reference() {
 #[test]
 fn gemma3_layers_match_the_reference() {
     check_real("gemma3-270m");
+}
+
+/// The logits of every position of `tokens` and of four decoded tokens after them, with the
+/// prompt evaluated in batches of `max_batch`.
+fn decode<B: Backend>(model: &Model<B>, tokens: &[u32], max_batch: usize) -> Vec<Vec<f32>> {
+    let mut cache = model
+        .new_kv_cache(KvConfig::new(tokens.len() + 4, 1, max_batch))
+        .unwrap();
+    let logits = model.eval(&mut cache, 0, tokens, LogitsFor::All).unwrap();
+    let mut rows: Vec<Vec<f32>> = logits.rows().map(<[f32]>::to_vec).collect();
+    for step in 0..4u32 {
+        let logits = model
+            .eval(&mut cache, 0, &[step + 100], LogitsFor::Last)
+            .unwrap();
+        rows.push(logits.last().unwrap().to_vec());
+    }
+    rows
+}
+
+/// ‖a − b‖ / ‖b‖.
+fn rel_rms(a: &[f32], b: &[f32]) -> f64 {
+    let err: f64 = a.iter().zip(b).map(|(x, y)| f64::from(x - y).powi(2)).sum();
+    let norm: f64 = b.iter().map(|y| f64::from(*y).powi(2)).sum();
+    (err / norm).sqrt()
+}
+
+/// On a real model, decoding token by token equals evaluating the prompt in batches of four
+/// (both take the matrix-vector kernels, which treat each row alike) to f32 rounding, and
+/// the whole prompt in one batch (cuBLAS with f16 operands) to f16 rounding; a mistake in
+/// positions, masking, windows or the cache moves logits by far more.
+fn check_decoding(name: &str) {
+    let path = require_model!(name);
+    let cuda = require_cuda!();
+    let file = plumb_gguf::GgufFile::open(&path).unwrap();
+    let tokens = plumb_tokenizer::Tokenizer::from_gguf(file.metadata())
+        .unwrap()
+        .encode(PROMPT, true, false)
+        .unwrap();
+    let model = Model::load(&path, cuda).unwrap();
+    let one_by_one = decode(&model, &tokens, 1);
+    for (max_batch, tolerance) in [(4, 1e-4), (64, 0.05)] {
+        let batched = decode(&model, &tokens, max_batch);
+        for (t, (a, b)) in batched.iter().zip(&one_by_one).enumerate() {
+            let err = rel_rms(a, b);
+            assert!(
+                err <= tolerance,
+                "{name}: position {t} in batches of {max_batch} differs from token by token \
+                 by relative RMS {err:e}"
+            );
+        }
+    }
+}
+
+#[test]
+fn smollm2_decodes_as_it_prefills() {
+    check_decoding("smollm2-135m");
+}
+
+#[test]
+fn gemma3_decodes_as_it_prefills() {
+    check_decoding("gemma3-270m");
 }
