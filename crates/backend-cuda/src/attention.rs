@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, CudaView, LaunchConfig, PushKernelArg};
-use plumb_model::{Activations, AttentionStep, Result};
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, LaunchConfig, PushKernelArg};
+use plumb_model::{Activations, AttentionStep, Result, Rope, RopeStyle};
 
 use crate::error::{error, failed};
 use crate::kernels::Kernels;
@@ -71,6 +71,57 @@ impl Attention<'_> {
         // the layer.
         unsafe { launch.launch(cfg) }.map_err(failed("store_kv"))?;
         Ok(())
+    }
+
+    /// RoPE on Q and K in place, then K and V into their slots of `layer`, in one launch;
+    /// the caller has checked the shapes and slots, that K's heads are `head_dim` wide and
+    /// that the rope rotates at least one pair.
+    #[allow(clippy::too_many_arguments)]
+    pub fn rope_store_kv(
+        &self,
+        mut q: CudaTensor,
+        mut k: CudaTensor,
+        v: &CudaTensor,
+        layer: &mut LayerStore,
+        head_dim: usize,
+        rope: &Rope,
+        inv_freq: &CudaSlice<f64>,
+        positions: &CudaView<'_, u32>,
+        slots: &CudaView<'_, u32>,
+    ) -> Result<(CudaTensor, CudaTensor)> {
+        let n_tokens = q.n_tokens();
+        if n_tokens == 0 {
+            return Ok((q, k));
+        }
+        let (n_head, n_head_kv) = ((q.width() / head_dim) as u32, (k.width() / head_dim) as u32);
+        let (hd, n_rot) = (head_dim as u32, rope.n_rot as u32);
+        let neox = i32::from(rope.style == RopeStyle::Neox);
+        let v_width = layer.shape.v_width() as u32;
+        let cfg = LaunchConfig {
+            grid_dim: (n_tokens as u32, 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut launch = self.stream.launch_builder(&self.kernels.rope_store_kv);
+        launch
+            .arg(&mut q.data)
+            .arg(&mut k.data)
+            .arg(&v.data)
+            .arg(positions)
+            .arg(inv_freq)
+            .arg(slots)
+            .arg(&mut layer.k)
+            .arg(&mut layer.v)
+            .arg(&n_head)
+            .arg(&n_head_kv)
+            .arg(&hd)
+            .arg(&n_rot)
+            .arg(&neox)
+            .arg(&v_width);
+        // SAFETY: Q, K and V hold n_tokens rows of whole heads; positions and slots hold
+        // n_tokens entries, the slots in the layer; inv_freq holds n_rot / 2.
+        unsafe { launch.launch(cfg) }.map_err(failed("rope_store_kv"))?;
+        Ok((q, k))
     }
 
     /// Attends every token of the pass over `layer`, whose keys and values for the pass are

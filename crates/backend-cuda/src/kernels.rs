@@ -11,7 +11,7 @@ use crate::nvrtc::load_module;
 const F16: &str = include_str!("kernels/f16.cuh");
 
 /// Each kernel source file, by the name its module and cache entries get.
-pub(crate) fn sources() -> [(&'static str, String); 5] {
+pub(crate) fn sources() -> [(&'static str, String); 7] {
     [
         ("elementwise", include_str!("kernels/elementwise.cu").into()),
         ("rms_norm", include_str!("kernels/rms_norm.cu").into()),
@@ -21,6 +21,11 @@ pub(crate) fn sources() -> [(&'static str, String); 5] {
             "attention",
             format!("{F16}{}", include_str!("kernels/attention.cu")),
         ),
+        (
+            "fused",
+            format!("{F16}{}", include_str!("kernels/fused.cu")),
+        ),
+        ("top_k", include_str!("kernels/top_k.cu").into()),
     ]
 }
 
@@ -37,14 +42,25 @@ pub(crate) struct Kernels {
     pub copy_within: CudaFunction,
     pub attention_partial: CudaFunction,
     pub attention_combine: CudaFunction,
+    pub add_rms_norm: CudaFunction,
+    pub rope_store_kv: CudaFunction,
+    pub gated_activation_bias: CudaFunction,
+    pub top_k: CudaFunction,
 }
 
 impl Kernels {
     pub fn load(ctx: &Arc<CudaContext>) -> Result<Kernels> {
-        let [elementwise, rms_norm, rope, kv, attention] =
+        let [elementwise, rms_norm, rope, kv, attention, fused, top_k] =
             sources().map(|(name, source)| load_module(ctx, name, &source));
-        let (elementwise, rms_norm, rope, kv, attention) =
-            (elementwise?, rms_norm?, rope?, kv?, attention?);
+        let (elementwise, rms_norm, rope, kv, attention, fused, top_k) = (
+            elementwise?,
+            rms_norm?,
+            rope?,
+            kv?,
+            attention?,
+            fused?,
+            top_k?,
+        );
         let f = |module: &Arc<cudarc::driver::CudaModule>, name: &str| {
             module.load_function(name).map_err(failed("load_module"))
         };
@@ -61,6 +77,10 @@ impl Kernels {
             copy_within: f(&kv, "copy_within")?,
             attention_partial: f(&attention, "attention_partial")?,
             attention_combine: f(&attention, "attention_combine")?,
+            add_rms_norm: f(&fused, "add_rms_norm")?,
+            rope_store_kv: f(&fused, "rope_store_kv")?,
+            gated_activation_bias: f(&fused, "gated_activation_bias")?,
+            top_k: f(&top_k, "top_k")?,
         })
     }
 }

@@ -27,8 +27,8 @@ use std::sync::Arc;
 use cudarc::driver::{sys::CUdevice_attribute, CudaContext, CudaSlice, CudaStream};
 use plumb_backend_ref::Checks;
 use plumb_model::{
-    Activation, Activations, AttentionStep, Backend, BlockCopy, KvLayout, PassInputs, Result, Rope,
-    WeightTensor, WeightUse,
+    Activation, Activations, AttentionStep, Backend, BlockCopy, GatedFfnWeights, KvLayout,
+    PassInputs, Projection, Result, Rope, WeightTensor, WeightUse,
 };
 
 pub use kv_storage::CudaKvStorage;
@@ -46,6 +46,9 @@ use rope_table::RopeTables;
 use weight::{DeviceWeight, WeightKind};
 
 const CHECK: Checks = Checks { backend: NAME };
+/// The largest `k` that [`Backend::top_k`] finds on the device (one pass over the row per
+/// entry); a larger one copies the logits to the host.
+const MAX_DEVICE_TOP_K: usize = 64;
 
 /// The CUDA backend, on one device.
 pub struct CudaBackend {
@@ -145,6 +148,20 @@ fn vector<'w>(op: &'static str, w: &'w CudaWeight) -> Result<&'w CudaSlice<f32>>
 fn matrix<'w>(op: &'static str, w: &'w CudaWeight) -> Result<&'w DeviceWeight> {
     w.matrix()
         .ok_or_else(|| error(op, format!("{:?} is a vector, not a matrix", w.name)))
+}
+
+/// The f32 values of `p`'s bias, if it has one, checked against the projection's output `y`.
+fn bias<'w>(
+    op: &'static str,
+    p: Projection<'w, CudaWeight>,
+    y: &CudaTensor,
+) -> Result<Option<&'w CudaSlice<f32>>> {
+    let Some(b) = p.bias else {
+        return Ok(None);
+    };
+    let values = vector(op, b)?;
+    CHECK.width(op, y, values.len(), &b.name)?;
+    Ok(Some(values))
 }
 
 impl Backend for CudaBackend {
@@ -325,5 +342,85 @@ impl Backend for CudaBackend {
         let rows = pass.inputs.output_rows;
         CHECK.rows(x, rows)?;
         self.ops().select_rows(x, &pass.output_rows(), rows.len())
+    }
+
+    fn gated_ffn(
+        &self,
+        x: &CudaTensor,
+        ffn: &GatedFfnWeights<'_, CudaWeight>,
+    ) -> Result<CudaTensor> {
+        const OP: &str = "gated_ffn";
+        let gate = self.matmul(x, ffn.gate.weight)?;
+        let up = self.matmul(x, ffn.up.weight)?;
+        CHECK.same_shape(OP, &gate, &up)?;
+        // The biases are added inside the activation's kernel.
+        let (gate_bias, up_bias) = (bias(OP, ffn.gate, &gate)?, bias(OP, ffn.up, &up)?);
+        let hidden =
+            self.ops()
+                .gated_activation_bias(&gate, gate_bias, &up, up_bias, ffn.activation)?;
+        self.project(&hidden, ffn.down)
+    }
+
+    fn add_rms_norm(
+        &self,
+        a: &CudaTensor,
+        b: &CudaTensor,
+        weight: &CudaWeight,
+        eps: f32,
+    ) -> Result<(CudaTensor, CudaTensor)> {
+        CHECK.same_shape("add_rms_norm", a, b)?;
+        let values = vector("add_rms_norm", weight)?;
+        CHECK.norm_groups(a, values.len())?;
+        self.ops().add_rms_norm(a, b, values, eps)
+    }
+
+    fn rope_store_kv(
+        &self,
+        q: CudaTensor,
+        k: CudaTensor,
+        v: &CudaTensor,
+        kv: &mut CudaKvStorage,
+        layer: usize,
+        head_dim: usize,
+        rope: &Rope,
+        pass: &CudaPass<'_>,
+    ) -> Result<(CudaTensor, CudaTensor)> {
+        let positions = &pass.inputs.positions;
+        CHECK.rope(&q, head_dim, positions, rope)?;
+        CHECK.rope(&k, head_dim, positions, rope)?;
+        CHECK.store_kv(&k, v, &kv.shapes(), layer, pass.inputs)?;
+        let store = &mut kv.layers[layer];
+        if rope.n_rot < 2 || store.shape.head_dim_k != head_dim {
+            // Nothing to rotate, or keys not in heads of the queries' width: the primitives.
+            let q = self.rope(q, head_dim, rope, pass)?;
+            let k = self.rope(k, head_dim, rope, pass)?;
+            self.store_kv(&k, v, kv, layer, pass)?;
+            return Ok((q, k));
+        }
+        let inv_freq = self.rope_tables.get(&self.stream, rope)?;
+        let slots = pass.group(store.shape.group).slots;
+        self.attention_kernels().rope_store_kv(
+            q,
+            k,
+            v,
+            store,
+            head_dim,
+            rope,
+            &inv_freq,
+            &pass.positions(),
+            &slots,
+        )
+    }
+
+    fn top_k(&self, logits: &CudaTensor, k: usize) -> Result<Vec<Vec<(u32, f32)>>> {
+        if k > MAX_DEVICE_TOP_K {
+            let width = logits.width();
+            let values = self.to_host(logits)?;
+            return Ok(values
+                .chunks_exact(width.max(1))
+                .map(|row| plumb_model::top_k(row, k))
+                .collect());
+        }
+        self.ops().top_k(logits, k.min(logits.width()))
     }
 }

@@ -165,4 +165,124 @@ impl Ops<'_> {
         }
         Ok(out)
     }
+
+    /// `(a + b, rms_norm(a + b))` in one launch; the caller has checked the shapes and that
+    /// the weight's groups divide the rows.
+    pub fn add_rms_norm(
+        &self,
+        a: &CudaTensor,
+        b: &CudaTensor,
+        weight: &CudaSlice<f32>,
+        eps: f32,
+    ) -> Result<(CudaTensor, CudaTensor)> {
+        const OP: &str = "add_rms_norm";
+        let mut sum = CudaTensor::uninit(self.stream, OP, a.n_tokens(), a.width())?;
+        let mut out = CudaTensor::uninit(self.stream, OP, a.n_tokens(), a.width())?;
+        let group = weight.len();
+        let n_groups = a.len() / group;
+        if n_groups > 0 {
+            let cfg = LaunchConfig {
+                grid_dim: (n_groups as u32, 1, 1),
+                block_dim: (group.next_multiple_of(32).min(256) as u32, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let group = group as u32;
+            let mut launch = self.stream.launch_builder(&self.kernels.add_rms_norm);
+            launch
+                .arg(&a.data)
+                .arg(&b.data)
+                .arg(weight)
+                .arg(&mut sum.data)
+                .arg(&mut out.data)
+                .arg(&group)
+                .arg(&eps);
+            // SAFETY: a, b, sum and out hold n_groups × group values, weight holds group.
+            unsafe { launch.launch(cfg) }.map_err(failed(OP))?;
+        }
+        Ok((sum, out))
+    }
+
+    /// `act(gate + gate_bias) ⊙ (up + up_bias)`, the biases optional; the caller has checked
+    /// the shapes.
+    pub fn gated_activation_bias(
+        &self,
+        gate: &CudaTensor,
+        gate_bias: Option<&CudaSlice<f32>>,
+        up: &CudaTensor,
+        up_bias: Option<&CudaSlice<f32>>,
+        act: Activation,
+    ) -> Result<CudaTensor> {
+        const OP: &str = "gated_ffn";
+        let mut out = CudaTensor::uninit(self.stream, OP, gate.n_tokens(), gate.width())?;
+        let n = gate.len() as u64;
+        if n > 0 {
+            let width = gate.width() as u32;
+            let act = match act {
+                Activation::Silu => 0i32,
+                Activation::GeluTanh => 1,
+            };
+            // An absent bias is never read; the activations stand in for its pointer.
+            let (gb, has_gb) = (
+                gate_bias.unwrap_or(&gate.data),
+                i32::from(gate_bias.is_some()),
+            );
+            let (ub, has_ub) = (up_bias.unwrap_or(&up.data), i32::from(up_bias.is_some()));
+            let mut launch = self
+                .stream
+                .launch_builder(&self.kernels.gated_activation_bias);
+            launch
+                .arg(&gate.data)
+                .arg(gb)
+                .arg(&has_gb)
+                .arg(&up.data)
+                .arg(ub)
+                .arg(&has_ub)
+                .arg(&mut out.data)
+                .arg(&width)
+                .arg(&act)
+                .arg(&n);
+            // SAFETY: gate, up and out hold n values in rows of width; each bias that is read
+            // holds width.
+            unsafe { launch.launch(grid_stride(n as usize)) }.map_err(failed(OP))?;
+        }
+        Ok(out)
+    }
+
+    /// The `k` largest values of each row with their ids, largest first (ties: the lower id
+    /// first; NaN ranks as −∞), as `crate::batch::top_k` ranks them; `k` at most the width.
+    pub fn top_k(&self, logits: &CudaTensor, k: usize) -> Result<Vec<Vec<(u32, f32)>>> {
+        const OP: &str = "top_k";
+        let rows = logits.n_tokens();
+        if rows == 0 || k == 0 {
+            return Ok(vec![Vec::new(); rows]);
+        }
+        // SAFETY: the kernel writes all k entries of every row.
+        let mut ids = unsafe { self.stream.alloc::<u32>(rows * k) }.map_err(failed(OP))?;
+        let mut values = unsafe { self.stream.alloc::<f32>(rows * k) }.map_err(failed(OP))?;
+        let cfg = LaunchConfig {
+            grid_dim: (rows as u32, 1, 1),
+            block_dim: (TOP_K_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (width, k32) = (logits.width() as u32, k as u32);
+        let mut launch = self.stream.launch_builder(&self.kernels.top_k);
+        launch
+            .arg(&logits.data)
+            .arg(&width)
+            .arg(&k32)
+            .arg(&mut ids)
+            .arg(&mut values);
+        // SAFETY: logits holds rows × width values, ids and values rows × k, k ≤ width.
+        unsafe { launch.launch(cfg) }.map_err(failed(OP))?;
+        let ids = self.stream.clone_dtoh(&ids).map_err(failed(OP))?;
+        let values = self.stream.clone_dtoh(&values).map_err(failed(OP))?;
+        Ok(ids
+            .chunks_exact(k)
+            .zip(values.chunks_exact(k))
+            .map(|(ids, values)| ids.iter().copied().zip(values.iter().copied()).collect())
+            .collect())
+    }
 }
+
+/// Threads per row of `top_k` (`THREADS` in top_k.cu).
+const TOP_K_THREADS: u32 = 1024;
