@@ -41,6 +41,8 @@ enum Command {
     Perplexity(commands::perplexity::Args),
     /// Compare two trace files layer by layer and name the first divergent tensor
     Diff(commands::diff::Args),
+    /// Write a random-weight GGUF model of a real model's shape and llama.cpp type mix
+    Synth(commands::synth::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -73,6 +75,7 @@ fn main() -> std::process::ExitCode {
         Command::Run(args) => commands::run::run(args),
         Command::Chat(args) => commands::chat::run(args),
         Command::Serve(args) => commands::serve::run(args),
+        Command::Synth(args) => commands::synth::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -84,6 +84,14 @@ pub enum GgufError {
         value: String,
         expected: &'static str,
     },
+    #[error("more tensor data was written than the {n_tensors} declared tensors hold")]
+    DataOverrun { n_tensors: usize },
+    #[error("tensor {tensor:?} got {written} of its {size} bytes before the file was finished")]
+    DataIncomplete {
+        tensor: String,
+        written: u64,
+        size: u64,
+    },
     #[error("missing tensor {0:?}")]
     MissingTensor(String),
     #[error("tensor {tensor:?} is {found}, expected {expected}")]

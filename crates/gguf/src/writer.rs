@@ -2,7 +2,7 @@
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::metadata::{ALIGNMENT_KEY, DEFAULT_ALIGNMENT};
 use crate::reader::{align_up, tensor_size, MAGIC, MAX_DIMS};
@@ -55,16 +55,12 @@ impl GgufWriter {
         data: Vec<u8>,
     ) -> Result<&mut Self> {
         let name = name.into();
-        if shape.is_empty() || shape.len() > MAX_DIMS as usize {
-            return Err(GgufError::BadDimCount {
-                tensor: name,
-                n_dims: shape.len() as u32,
-            });
-        }
-        if self.tensors.iter().any(|t| t.name == name) {
-            return Err(GgufError::DuplicateTensor(name));
-        }
-        let size = tensor_size(&name, shape, ggml_type)?;
+        let size = check_tensor(
+            &name,
+            ggml_type,
+            shape,
+            self.tensors.iter().map(|t| &*t.name),
+        )?;
         if size != data.len() as u64 {
             return Err(GgufError::BadShape {
                 tensor: name,
@@ -95,22 +91,9 @@ impl GgufWriter {
         self.add_tensor(name, GgmlType::F32, shape, data)
     }
 
-    fn alignment(&self) -> Result<u64> {
-        match self.metadata.get(ALIGNMENT_KEY) {
-            None => Ok(DEFAULT_ALIGNMENT),
-            Some(Value::U32(a)) if a.is_power_of_two() => Ok(u64::from(*a)),
-            Some(Value::U32(a)) => Err(GgufError::BadAlignment(u64::from(*a))),
-            Some(v) => Err(GgufError::WrongType {
-                key: ALIGNMENT_KEY.to_owned(),
-                expected: "u32",
-                found: v.type_description(),
-            }),
-        }
-    }
-
     /// Writes the whole file.
     pub fn write_to(&self, out: &mut impl Write) -> Result<()> {
-        let alignment = self.alignment()?;
+        let alignment = alignment(&self.metadata)?;
         self.write_inner(out, alignment)
             .map_err(|source| GgufError::Io {
                 path: "<gguf writer>".into(),
@@ -132,8 +115,8 @@ impl GgufWriter {
             path: path.to_owned(),
             source,
         };
-        let alignment = self.alignment()?;
-        let tmp = path.with_extension("gguf.partial");
+        let alignment = alignment(&self.metadata)?;
+        let tmp = partial_path(path);
         let mut w = BufWriter::new(File::create(&tmp).map_err(io)?);
         self.write_inner(&mut w, alignment).map_err(io)?;
         w.into_inner()
@@ -144,31 +127,13 @@ impl GgufWriter {
     }
 
     fn write_inner(&self, w: &mut impl Write, alignment: u64) -> io::Result<()> {
-        let mut header = Vec::new();
-        header.extend(MAGIC);
-        header.extend(3u32.to_le_bytes());
-        header.extend((self.tensors.len() as u64).to_le_bytes());
-        header.extend((self.metadata.len() as u64).to_le_bytes());
-        for (key, value) in self.metadata.iter() {
-            encode_str(&mut header, key);
-            header.extend((value.value_type() as u32).to_le_bytes());
-            encode_value(&mut header, value);
-        }
-        let mut offset = 0u64;
-        let mut offsets = Vec::with_capacity(self.tensors.len());
-        for t in &self.tensors {
-            encode_str(&mut header, &t.name);
-            header.extend((t.shape.len() as u32).to_le_bytes());
-            for d in &t.shape {
-                header.extend(d.to_le_bytes());
-            }
-            header.extend(t.ggml_type.id().to_le_bytes());
-            header.extend(offset.to_le_bytes());
-            offsets.push(offset);
-            offset = align_up(offset + t.data.len() as u64, alignment);
-        }
-        let data_start = align_up(header.len() as u64, alignment);
-        header.resize(data_start as usize, 0);
+        let layouts = self.tensors.iter().map(|t| TensorLayout {
+            name: &t.name,
+            shape: &t.shape,
+            ggml_type: t.ggml_type,
+            size: t.data.len() as u64,
+        });
+        let (header, offsets) = encode_header(&self.metadata, layouts, alignment);
         w.write_all(&header)?;
         let mut written = 0u64;
         for (t, &off) in self.tensors.iter().zip(&offsets) {
@@ -178,6 +143,88 @@ impl GgufWriter {
         }
         Ok(())
     }
+}
+
+/// The temporary file a model is written to before it is renamed to `path`.
+pub(crate) fn partial_path(path: &Path) -> PathBuf {
+    path.with_extension("gguf.partial")
+}
+
+/// The `general.alignment` of the metadata, or GGUF's default.
+pub(crate) fn alignment(metadata: &Metadata) -> Result<u64> {
+    match metadata.get(ALIGNMENT_KEY) {
+        None => Ok(DEFAULT_ALIGNMENT),
+        Some(Value::U32(a)) if a.is_power_of_two() => Ok(u64::from(*a)),
+        Some(Value::U32(a)) => Err(GgufError::BadAlignment(u64::from(*a))),
+        Some(v) => Err(GgufError::WrongType {
+            key: ALIGNMENT_KEY.to_owned(),
+            expected: "u32",
+            found: v.type_description(),
+        }),
+    }
+}
+
+/// Checks a tensor about to be written (its dimension count, a name not among `earlier`,
+/// whole blocks) and gives its data size in bytes.
+pub(crate) fn check_tensor<'a>(
+    name: &str,
+    ggml_type: GgmlType,
+    shape: &[u64],
+    mut earlier: impl Iterator<Item = &'a str>,
+) -> Result<u64> {
+    if shape.is_empty() || shape.len() > MAX_DIMS as usize {
+        return Err(GgufError::BadDimCount {
+            tensor: name.to_owned(),
+            n_dims: shape.len() as u32,
+        });
+    }
+    if earlier.any(|e| e == name) {
+        return Err(GgufError::DuplicateTensor(name.to_owned()));
+    }
+    tensor_size(name, shape, ggml_type)
+}
+
+/// What the header says of one tensor.
+pub(crate) struct TensorLayout<'a> {
+    pub name: &'a str,
+    pub shape: &'a [u64],
+    pub ggml_type: GgmlType,
+    pub size: u64,
+}
+
+/// The header (magic, counts, metadata, tensor infos), padded to the alignment so that the
+/// data section starts right after it, and each tensor's offset in the data section.
+pub(crate) fn encode_header<'a>(
+    metadata: &Metadata,
+    tensors: impl ExactSizeIterator<Item = TensorLayout<'a>>,
+    alignment: u64,
+) -> (Vec<u8>, Vec<u64>) {
+    let mut header = Vec::new();
+    header.extend(MAGIC);
+    header.extend(3u32.to_le_bytes());
+    header.extend((tensors.len() as u64).to_le_bytes());
+    header.extend((metadata.len() as u64).to_le_bytes());
+    for (key, value) in metadata.iter() {
+        encode_str(&mut header, key);
+        header.extend((value.value_type() as u32).to_le_bytes());
+        encode_value(&mut header, value);
+    }
+    let mut offset = 0u64;
+    let mut offsets = Vec::with_capacity(tensors.len());
+    for t in tensors {
+        encode_str(&mut header, t.name);
+        header.extend((t.shape.len() as u32).to_le_bytes());
+        for d in t.shape {
+            header.extend(d.to_le_bytes());
+        }
+        header.extend(t.ggml_type.id().to_le_bytes());
+        header.extend(offset.to_le_bytes());
+        offsets.push(offset);
+        offset = align_up(offset + t.size, alignment);
+    }
+    let data_start = align_up(header.len() as u64, alignment);
+    header.resize(data_start as usize, 0);
+    (header, offsets)
 }
 
 fn encode_str(buf: &mut Vec<u8>, s: &str) {

@@ -8,6 +8,7 @@ pub mod perplexity;
 pub mod pull;
 pub mod run;
 pub mod serve;
+pub mod synth;
 pub mod tokenize;
 pub mod trace;
 pub mod verify;
