@@ -113,8 +113,8 @@ fn rope_store_kv_equals_rope_rope_store_kv() {
             freq_scale: 1.0,
             freq_factors: None,
         };
-        let start = fused.seq_len(1);
-        let places = [run(1, start, start + 5), run(0, start, start + 2)].concat();
+        let (start0, start1) = (fused.seq_len(0), fused.seq_len(1));
+        let places = [run(1, start1, start1 + 5), run(0, start0, start0 + 2)].concat();
         let tokens = vec![0; places.len()];
         let n = places.len();
         let inputs = |rng: &mut Rng| {
