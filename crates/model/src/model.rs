@@ -216,7 +216,6 @@ impl<B: Backend> Model<B> {
         observer: Option<&mut dyn Observer>,
         output: impl FnOnce(&B::Tensor) -> Result<T>,
     ) -> Result<T> {
-        cache.check(batch.places())?;
         if let Some((i, &token)) = batch
             .tokens()
             .iter()
@@ -228,23 +227,23 @@ impl<B: Backend> Model<B> {
                 self.hparams.n_vocab
             )));
         }
-        cache.copy_pending(&self.backend)?;
         let output_rows = batch.output_rows();
-        let result = {
-            let (storage, kv) = cache.begin_pass(batch.places())?;
-            let inputs = PassInputs::new(batch.tokens(), batch.places(), &output_rows, kv);
-            self.backend.begin_pass(&inputs).and_then(|state| {
+        cache.run_pass(
+            &self.backend,
+            batch.tokens(),
+            batch.places(),
+            |storage, kv| {
+                let inputs = PassInputs::new(batch.tokens(), batch.places(), &output_rows, kv);
+                let state = self.backend.begin_pass(&inputs)?;
                 // The observer's own lifetime is shortened to the pass's.
                 let observer = observer.map(|o| &mut *o as &mut dyn Observer);
                 let mut pass = Pass::new(&self.backend, &state, storage, observer);
-                match &self.decoder {
+                let logits = match &self.decoder {
                     Decoder::Llama(d) => d.forward(&mut pass),
                     Decoder::Gemma3(d) => d.forward(&mut pass),
-                }
-                .and_then(|logits| output(&logits))
-            })
-        };
-        cache.end_pass(batch.tokens(), batch.places(), result.is_ok());
-        result
+                }?;
+                output(&logits)
+            },
+        )
     }
 }
