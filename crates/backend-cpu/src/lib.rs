@@ -14,6 +14,7 @@ mod kv_rotation;
 mod kv_storage;
 mod matmul;
 mod ops;
+mod outliers;
 mod pool;
 mod rope_angles;
 mod shared_out;

@@ -16,11 +16,13 @@
 //! nearly tie.
 
 use std::ops::Range;
+use std::sync::Mutex;
 
 use plumb_backend_ref::HostTensor;
 use plumb_ggml::{DotKernel, GemmKernel};
 use plumb_model::{Activations, WeightTensor};
 
+use crate::outliers::{self, RowOutliers};
 use crate::pool::{for_each_unit, split, ThreadPool};
 use crate::shared_out::SharedOut;
 
@@ -96,18 +98,19 @@ fn pack_rows(
 }
 
 /// Activation rows quantized to a kernel's partner format, or packed for its GEMM, back to
-/// back.
+/// back, and the outliers split off before quantizing (see [`crate::outliers`]).
 pub struct QuantizedRows {
     bytes: Vec<u8>,
     row_bytes: usize,
+    outliers: Vec<RowOutliers>,
 }
 
 impl QuantizedRows {
     /// Quantizes every row of `x` (whose width the caller has checked) on the pool.
     pub fn new(pool: &ThreadPool, kernel: &DotKernel, x: &HostTensor) -> QuantizedRows {
         let row_bytes = kernel.act_row_bytes(x.width());
-        Self::fill(pool, x, row_bytes, &|t, dst| {
-            kernel.quantize_unchecked(x.row(t), dst)
+        Self::fill(pool, kernel, x, row_bytes, &|row, dst| {
+            kernel.quantize_unchecked(row, dst)
         })
     }
 
@@ -119,40 +122,68 @@ impl QuantizedRows {
         x: &HostTensor,
     ) -> QuantizedRows {
         let quantized_bytes = kernel.act_row_bytes(x.width());
-        Self::fill(pool, x, gemm.act_bytes(x.width()), &|t, dst| {
+        Self::fill(pool, kernel, x, gemm.act_bytes(x.width()), &|row, dst| {
             PANELS.with_borrow_mut(|scratch| {
                 scratch.resize(quantized_bytes, 0);
-                kernel.quantize_unchecked(x.row(t), scratch);
+                kernel.quantize_unchecked(row, scratch);
                 gemm.pack_act_unchecked(scratch, dst);
             })
         })
     }
 
-    /// Rows of `row_bytes` each, row t written by `write(t, row)` on whichever thread owns it.
+    /// Rows of `row_bytes` each, row t written by `write(x_t, row)` on whichever thread owns
+    /// it, with its outliers zeroed when the kernel quantizes to 8 bits.
     fn fill(
         pool: &ThreadPool,
+        kernel: &DotKernel,
         x: &HostTensor,
         row_bytes: usize,
-        write: &(dyn Fn(usize, &mut [u8]) + Sync),
+        write: &(dyn Fn(&[f32], &mut [u8]) + Sync),
     ) -> QuantizedRows {
         let n = x.n_tokens();
         let mut bytes = vec![0u8; n * row_bytes];
+        let outliers = Mutex::new(Vec::new());
+        let split_off = outliers::quantizes_to_8_bits(kernel);
+        let write_row = |t: usize, dst: &mut [u8]| {
+            let row = x.row(t);
+            match split_off.then(|| outliers::find(row)).flatten() {
+                None => write(row, dst),
+                Some(columns) => {
+                    write(&outliers::without(row, &columns), dst);
+                    let row_outliers = RowOutliers { token: t, columns };
+                    outliers.lock().expect("no panics").push(row_outliers);
+                }
+            }
+        };
         if n == 1 {
-            write(0, &mut bytes);
+            write_row(0, &mut bytes);
         } else {
             let out = SharedOut::new(&mut bytes);
             pool.run(&|i| {
                 for t in split(n, i, pool.n_threads(), 1) {
                     // SAFETY: each row belongs to exactly one thread.
-                    write(t, unsafe { out.slice(t * row_bytes, row_bytes) });
+                    write_row(t, unsafe { out.slice(t * row_bytes, row_bytes) });
                 }
             });
         }
-        QuantizedRows { bytes, row_bytes }
+        let mut outliers = outliers.into_inner().expect("no panics");
+        outliers.sort_by_key(|r| r.token);
+        QuantizedRows {
+            bytes,
+            row_bytes,
+            outliers,
+        }
     }
 
     fn rows(&self, range: std::ops::Range<usize>) -> &[u8] {
         &self.bytes[range.start * self.row_bytes..range.end * self.row_bytes]
+    }
+
+    /// Adds the outliers' products (computed in f32) to the product of the quantized rows.
+    fn add_outlier_products(&self, pool: &ThreadPool, w: &Matrix, out: &mut HostTensor) {
+        if !self.outliers.is_empty() {
+            outliers::add_products(pool, &w.tensor, &self.outliers, out);
+        }
     }
 }
 
@@ -215,7 +246,9 @@ fn matmul_panels(pool: &ThreadPool, x: &HostTensor, w: &Matrix, gemm: &GemmKerne
             walk(packed);
         });
     });
-    HostTensor::new(n, m, out)
+    let mut out = HostTensor::new(n, m, out);
+    acts.add_outlier_products(pool, w, &mut out);
+    out
 }
 
 /// [`matmul`] one weight row at a time: `dot` for one token, `dot_many` for several.
@@ -270,5 +303,7 @@ fn matmul_rows(pool: &ThreadPool, x: &HostTensor, w: &Matrix) -> HostTensor {
             }
         });
     });
-    HostTensor::new(n, m, out)
+    let mut out = HostTensor::new(n, m, out);
+    acts.add_outlier_products(pool, w, &mut out);
+    out
 }

@@ -7,8 +7,6 @@ use plumb_model::{
     Rope, TokenPos,
 };
 
-use crate::HostTensor;
-
 /// Checks on behalf of one backend, whose name goes into every error.
 #[derive(Debug, Clone, Copy)]
 pub struct Checks {
@@ -32,7 +30,7 @@ impl Checks {
     pub fn width(
         &self,
         op: &'static str,
-        x: &HostTensor,
+        x: &impl Activations,
         expected: usize,
         what: &str,
     ) -> Result<()> {
@@ -45,7 +43,12 @@ impl Checks {
         Ok(())
     }
 
-    pub fn same_shape(&self, op: &'static str, a: &HostTensor, b: &HostTensor) -> Result<()> {
+    pub fn same_shape(
+        &self,
+        op: &'static str,
+        a: &impl Activations,
+        b: &impl Activations,
+    ) -> Result<()> {
         if (a.n_tokens(), a.width()) != (b.n_tokens(), b.width()) {
             return Err(self.error(
                 op,
@@ -79,7 +82,7 @@ impl Checks {
         Ok(())
     }
 
-    pub fn norm_groups(&self, x: &HostTensor, weight_len: usize) -> Result<()> {
+    pub fn norm_groups(&self, x: &impl Activations, weight_len: usize) -> Result<()> {
         if weight_len == 0 || !x.width().is_multiple_of(weight_len) {
             return Err(self.error(
                 "rms_norm",
@@ -94,7 +97,7 @@ impl Checks {
 
     pub fn rope(
         &self,
-        x: &HostTensor,
+        x: &impl Activations,
         head_dim: usize,
         positions: &[usize],
         rope: &Rope,
@@ -136,8 +139,8 @@ impl Checks {
     /// Checks K and V rows to store in layer `layer` at the pass's slots.
     pub fn store_kv(
         &self,
-        k: &HostTensor,
-        v: &HostTensor,
+        k: &impl Activations,
+        v: &impl Activations,
         layers: &[&LayerKv],
         layer: usize,
         pass: &PassInputs<'_>,
@@ -172,7 +175,7 @@ impl Checks {
     /// Checks an attention step against the cache's layers and the pass's block tables.
     pub fn attention(
         &self,
-        q: &HostTensor,
+        q: &impl Activations,
         layers: &[&LayerKv],
         step: &AttentionStep,
         pass: &PassInputs<'_>,
@@ -241,11 +244,14 @@ impl Checks {
         for c in copies {
             let mut group = layers.iter().filter(|l| l.group == c.group).peekable();
             let end = c.src.max(c.dst) + c.len;
-            if group.peek().is_none() || group.any(|l| end > l.n_slots) {
+            // Overlapping ranges would make the copy's result depend on its order.
+            let overlap = c.src < c.dst + c.len && c.dst < c.src + c.len;
+            if group.peek().is_none() || group.any(|l| end > l.n_slots) || overlap {
                 return Err(self.error(
                     "copy_kv_blocks",
                     format!(
-                        "slots {}..{} to {}..{} of group {} are not in the cache",
+                        "slots {}..{} to {}..{} of group {} are not two separate ranges in \
+                         the cache",
                         c.src,
                         c.src + c.len,
                         c.dst,
@@ -258,7 +264,7 @@ impl Checks {
         Ok(())
     }
 
-    pub fn rows(&self, x: &HostTensor, rows: &[usize]) -> Result<()> {
+    pub fn rows(&self, x: &impl Activations, rows: &[usize]) -> Result<()> {
         if let Some(&bad) = rows.iter().find(|&&r| r >= x.n_tokens()) {
             return Err(self.error("output_rows", format!("row {bad} of {}", x.n_tokens())));
         }

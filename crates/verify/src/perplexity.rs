@@ -77,6 +77,26 @@ impl NllMean {
     }
 }
 
+/// The next-token distributions of two runs of the same tokens compared position by position
+/// (`KL(base ‖ test)` from their `result_output` logits), or `None` when either run lacks
+/// them or their shapes differ.
+pub fn next_token_kl(base: &crate::Trace, test: &crate::Trace) -> Option<KlStats> {
+    let (a, b) = (base.get("result_output")?, test.get("result_output")?);
+    let n_vocab = *a.shape.first()?;
+    if a.shape != b.shape || n_vocab == 0 {
+        return None;
+    }
+    let mut stats = KlStats::default();
+    for (p, q) in a
+        .data
+        .chunks_exact(n_vocab)
+        .zip(b.data.chunks_exact(n_vocab))
+    {
+        stats.add(&log_softmax(p), &log_softmax(q));
+    }
+    Some(stats)
+}
+
 /// KL divergence and top-1 agreement of one run against a base run, token by token.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct KlStats {
@@ -119,6 +139,15 @@ impl KlStats {
         sorted.sort_by(f64::total_cmp);
         let i = ((q * (sorted.len() - 1) as f64).round() as usize).min(sorted.len() - 1);
         sorted[i]
+    }
+
+    /// The largest per-token KL divergence and its index, or `None` before the first.
+    pub fn max(&self) -> Option<(usize, f64)> {
+        self.kl
+            .iter()
+            .copied()
+            .enumerate()
+            .max_by(|a, b| a.1.total_cmp(&b.1))
     }
 
     pub fn top1_agreement(&self) -> f64 {

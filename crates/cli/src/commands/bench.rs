@@ -44,9 +44,9 @@ pub struct Args {
     /// Thread counts to test, comma-separated [default: all cores]
     #[arg(short = 't', long, value_delimiter = ',')]
     threads: Vec<usize>,
-    /// The backend to measure
-    #[arg(long, value_enum, default_value_t = BackendChoice::Cpu)]
-    backend: BackendChoice,
+    /// The backend to measure [default: cuda where a CUDA device is present, else cpu]
+    #[arg(long, value_enum)]
+    backend: Option<BackendChoice>,
     /// KV cache type for the cpu backend: f32, f16 or q8_0 [default: f16]
     #[arg(long, value_name = "TYPE")]
     cache_type: Option<KvCacheType>,
@@ -93,8 +93,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let path = plumb_hub::resolve_model(&args.model)?;
     let file = GgufFile::open(&path).with_context(|| format!("reading {}", path.display()))?;
     let description = ModelDescription::of(&file);
+    let choice = BackendChoice::or_default(args.backend);
     let thread_counts = if args.threads.is_empty() {
-        vec![BackendArgs::with_backend(args.backend).threads()]
+        vec![BackendArgs::with_backend(choice).threads()]
     } else {
         args.threads.clone()
     };
@@ -102,7 +103,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut samples = Vec::new();
     for &threads in &thread_counts {
         let backend = BackendArgs {
-            backend: args.backend,
+            backend: Some(choice),
             threads: Some(threads),
             cache_type: args.cache_type,
         };
@@ -113,7 +114,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         })?);
     }
     let peak_rss = peak_rss_bytes();
-    let backend_label = match (args.backend, args.cache_type) {
+    let backend_label = match (choice, args.cache_type) {
         (BackendChoice::Cpu, ty) => format!("cpu ({})", ty.unwrap_or(KvCacheType::F16).name()),
         (choice, _) => choice.name().to_owned(),
     };
