@@ -24,8 +24,8 @@ mod scalar;
 mod x86_quantize;
 
 use super::gemm::GemmFns;
-use super::{Isa, KernelFns};
-use crate::GgmlType;
+use super::KernelFns;
+use crate::{GgmlType, Isa};
 
 pub(super) fn kernel(weight_type: GgmlType, isa: Isa) -> Option<KernelFns> {
     match isa {
