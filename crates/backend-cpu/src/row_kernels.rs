@@ -125,14 +125,15 @@ impl RowKernels {
 fn gelu_f16_table() -> &'static GeluTable {
     static TABLE: OnceLock<Box<GeluTable>> = OnceLock::new();
     TABLE.get_or_init(|| {
-        let mut table = Box::new([0.0; F16_VALUES]);
-        for (bits, entry) in table.iter_mut().enumerate() {
-            let x = f16::from_bits(bits as u16).to_f32();
-            const SQRT_2_OVER_PI: f32 = 0.797_884_6;
-            let gelu = 0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + 0.044715 * x * x)).tanh());
-            *entry = f16::from_f32(gelu).to_f32();
-        }
-        table
+        const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+        let table: Box<[f32]> = (0..=u16::MAX)
+            .map(|bits| {
+                let x = f16::from_bits(bits).to_f32();
+                let gelu = 0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + 0.044715 * x * x)).tanh());
+                f16::from_f32(gelu).to_f32()
+            })
+            .collect();
+        table.try_into().expect("one entry per f16 value")
     })
 }
 
