@@ -1,5 +1,5 @@
-//! llama.cpp's golden next-token distributions (`shared/golden/<model>/logits.gguf`) and the
-//! metrics every backend is held to (see `shared/golden/README.md`):
+//! llama.cpp's golden next-token distributions (`testdata/golden/<model>/logits.gguf`) and the
+//! metrics every backend is held to (see `testdata/golden/README.md`):
 //!
 //! - coarsened KL(llama.cpp ‖ plumb) over llama.cpp's top-64 tokens plus one "rest" bucket,
 //!   averaged over positions: at most [`MAX_MEAN_KL`];
@@ -52,7 +52,7 @@ pub struct GoldenPrompt {
 }
 
 impl GoldenLogits {
-    /// `shared/golden/<model>/logits.gguf`.
+    /// `testdata/golden/<model>/logits.gguf`.
     pub fn open(path: &Path) -> Result<Self, String> {
         let file = GgufFile::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let md = file.metadata();

@@ -7,7 +7,7 @@ use plumb_testutil::golden::{
     check_every_prompt, score_teacher_forced, teacher_forced_len, GoldenLogits, GoldenPrompt,
     Scorecard,
 };
-use plumb_testutil::{require_model, require_shared};
+use plumb_testutil::{require_model, testdata};
 
 /// Tokens per forward pass; bounds the logits held at once (gemma3: 128 × 262144 floats).
 const CHUNK: usize = 128;
@@ -23,10 +23,10 @@ fn score<B: Backend>(model: &Model<B>, prompt: &GoldenPrompt) -> Scorecard {
 }
 
 /// Checks model `name` on `backend` against its golden logits, counting top-1 choices as
-/// firm from `firm_margin` on. Skips loudly without the model or the golden file.
+/// firm from `firm_margin` on. Skips loudly without the model.
 pub fn check_model<B: Backend>(name: &str, backend: B, firm_margin: f32) {
     let model_path = require_model!(name);
-    let golden_path = require_shared!(&format!("golden/{name}/logits.gguf"));
+    let golden_path = testdata(&format!("golden/{name}/logits.gguf"));
     let golden = GoldenLogits::open(&golden_path).unwrap();
     let label = format!("{name} ({})", backend.name());
     let model = Model::load(&model_path, backend).unwrap();
