@@ -20,6 +20,10 @@ const MAX_HEAD_DIM: usize = 256;
 /// The fewest positions worth a split of their own: below this, merging costs more than the
 /// parallelism gains.
 const MIN_CHUNK: usize = 64;
+/// Blocks per multiprocessor that splitting a long context aims for: decoding is bound by
+/// how many key and value rows are in flight, and at 2 a 4096-position 7B step read its
+/// cache at a tenth of the bandwidth.
+const BLOCKS_PER_SM: usize = 8;
 
 pub(crate) struct Attention<'a> {
     pub stream: &'a Arc<CudaStream>,
@@ -97,9 +101,10 @@ impl Attention<'_> {
         let (hd, n_rot) = (head_dim as u32, rope.n_rot as u32);
         let neox = i32::from(rope.style == RopeStyle::Neox);
         let v_width = layer.shape.v_width() as u32;
+        // One block per (token, head); the value heads are as many as the key heads.
         let cfg = LaunchConfig {
-            grid_dim: (n_tokens as u32, 1, 1),
-            block_dim: (256, 1, 1),
+            grid_dim: (n_tokens as u32, n_head + n_head_kv, 1),
+            block_dim: (hd.next_multiple_of(32).min(256), 1, 1),
             shared_mem_bytes: 0,
         };
         let mut launch = self.stream.launch_builder(&self.kernels.rope_store_kv);
@@ -214,9 +219,10 @@ impl Attention<'_> {
     }
 
     /// How many splits of how many positions each: one split when the (token, head) pairs
-    /// alone fill the GPU twice over, else enough to, each at least `MIN_CHUNK` positions.
+    /// alone give every multiprocessor `BLOCKS_PER_SM` blocks, else enough to, each at least
+    /// `MIN_CHUNK` positions.
     fn splits(&self, pairs: usize, max_visible: usize) -> (usize, usize) {
-        let wanted = (2 * self.n_sm).div_ceil(pairs.max(1));
+        let wanted = (BLOCKS_PER_SM * self.n_sm).div_ceil(pairs.max(1));
         let n_splits = wanted.min(max_visible.div_ceil(MIN_CHUNK)).max(1);
         let chunk = max_visible.div_ceil(n_splits).max(1);
         (max_visible.div_ceil(chunk).max(1), chunk)

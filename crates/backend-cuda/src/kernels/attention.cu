@@ -2,8 +2,9 @@
 //
 // One block of WARPS warps per (split, query head, token). The token's visible positions
 // (its sequence's, up to its own, within the window) are cut into splits of `chunk`
-// positions; the block's warps take its split's positions in turn, each keeping an online
-// softmax (running max, sum and weighted V) with the head's dimensions spread over its lanes.
+// positions; the block's warps take its split's positions in turn, P at a time, each keeping
+// an online softmax (running max, sum and weighted V) with the head's dimensions spread over
+// its lanes.
 // The warps' states are then merged. With one split the block writes the output; with
 // several (flash-decoding: a few tokens over a long context fill the GPU by splitting their
 // positions) it writes its unnormalized state, and `attention_combine` merges the splits.
@@ -12,6 +13,7 @@
 // (tables[table_start + (p >> block_shift)] << block_shift) | (p & block_mask).
 
 #define WARPS 4
+#define P 4  // positions a warp scores together
 #define MAX_HEAD_DIM 256
 #define PER_LANE (MAX_HEAD_DIM / 32)
 // NVRTC has no math.h to define INFINITY.
@@ -55,26 +57,53 @@ attention_partial(const float* q, const unsigned short* k_cache, const unsigned 
 #pragma unroll
     for (int i = 0; i < PER_LANE; i++) acc[i] = 0.0f;
 
-    for (unsigned int p = lo + warp; p < hi; p += WARPS) {
-        const unsigned long long slot =
-            ((unsigned long long)table[p >> block_shift] << block_shift) | (p & block_mask);
-        const unsigned short* kr = k_cache + slot * k_width + kv_head * head_dim_k;
-        float s = 0.0f;
+    // A warp takes P consecutive positions at a time and loads all their keys and values
+    // before using any: one position at a time left a warp waiting on two memory latencies
+    // per position.
+    for (unsigned int p0 = lo + warp * P; p0 < hi; p0 += WARPS * P) {
+        float kv[P][PER_LANE], vv[P][PER_LANE];
 #pragma unroll
-        for (int i = 0; i < PER_LANE; i++) {
-            const unsigned int d = lane + 32 * i;
-            if (d < head_dim_k) s += qr[i] * h2f(kr[d]);
+        for (int j = 0; j < P; j++) {
+            // A position past the split's end reads position p0's row and gets weight 0.
+            const unsigned int p = p0 + j < hi ? p0 + j : p0;
+            const unsigned long long slot =
+                ((unsigned long long)table[p >> block_shift] << block_shift) | (p & block_mask);
+            const unsigned short* kr = k_cache + slot * k_width + kv_head * head_dim_k;
+            const unsigned short* vr = v_cache + slot * v_width + kv_head * head_dim_v;
+#pragma unroll
+            for (int i = 0; i < PER_LANE; i++) {
+                const unsigned int d = lane + 32 * i;
+                kv[j][i] = d < head_dim_k ? h2f(kr[d]) : 0.0f;
+                vv[j][i] = d < head_dim_v ? h2f(vr[d]) : 0.0f;
+            }
         }
-        s = warp_sum(s);
-        const float m_new = fmaxf(m, s);
-        const float c = expf(m - m_new), w = expf(s - m_new);
-        l = l * c + w;
+        float s[P];
+#pragma unroll
+        for (int j = 0; j < P; j++) {
+            s[j] = 0.0f;
+#pragma unroll
+            for (int i = 0; i < PER_LANE; i++) s[j] += qr[i] * kv[j][i];
+            s[j] = warp_sum(s[j]);
+        }
+        float m_new = m;
+#pragma unroll
+        for (int j = 0; j < P; j++)
+            if (p0 + j < hi) m_new = fmaxf(m_new, s[j]);
+        const float c = expf(m - m_new);
+        float w[P];
+        l = l * c;
+#pragma unroll
+        for (int j = 0; j < P; j++) {
+            w[j] = p0 + j < hi ? expf(s[j] - m_new) : 0.0f;
+            l += w[j];
+        }
         m = m_new;
-        const unsigned short* vr = v_cache + slot * v_width + kv_head * head_dim_v;
 #pragma unroll
         for (int i = 0; i < PER_LANE; i++) {
-            const unsigned int d = lane + 32 * i;
-            acc[i] = acc[i] * c + (d < head_dim_v ? w * h2f(vr[d]) : 0.0f);
+            float a = acc[i] * c;
+#pragma unroll
+            for (int j = 0; j < P; j++) a += w[j] * vv[j][i];
+            acc[i] = a;
         }
     }
 

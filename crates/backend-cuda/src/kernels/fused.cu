@@ -46,35 +46,37 @@ __device__ __forceinline__ void rotate(float* h, unsigned int pair, unsigned int
 }
 
 // RoPE on each token's Q and K heads, in place, then its K and V rows into its slot as f16
-// (kv.cu's store_kv): one block per token.
+// (kv.cu's store_kv). One block per (token, head): block y < n_head rotates query head y, the
+// others key head y - n_head, and store that key head and the value head of the same index;
+// a decoded token thus spreads over n_head + n_head_kv blocks instead of one.
 extern "C" __global__ void rope_store_kv(float* q, float* k, const float* v,
                                          const unsigned int* positions, const double* inv_freq,
                                          const unsigned int* slots, unsigned short* k_cache,
                                          unsigned short* v_cache, unsigned int n_head,
                                          unsigned int n_head_kv, unsigned int head_dim,
                                          unsigned int n_rot, int neox, unsigned int v_width) {
-    const unsigned int t = blockIdx.x, half = n_rot / 2;
+    const unsigned int t = blockIdx.x, y = blockIdx.y, half = n_rot / 2;
     const double pos = positions[t];
     const unsigned int k_width = n_head_kv * head_dim;
-    float* qt = q + (unsigned long long)t * n_head * head_dim;
-    float* kt = k + (unsigned long long)t * k_width;
-    for (unsigned int i = threadIdx.x; i < n_head * half; i += blockDim.x) {
+    const bool query = y < n_head;
+    const unsigned int kh = y - n_head;
+    float* head = query ? q + ((unsigned long long)t * n_head + y) * head_dim
+                        : k + (unsigned long long)t * k_width + kh * head_dim;
+    for (unsigned int i = threadIdx.x; i < half; i += blockDim.x) {
         double s, c;
-        sincos(pos * inv_freq[i % half], &s, &c);
-        rotate(qt + (i / half) * head_dim, i % half, half, neox, s, c);
+        sincos(pos * inv_freq[i], &s, &c);
+        rotate(head, i, half, neox, s, c);
     }
-    for (unsigned int i = threadIdx.x; i < n_head_kv * half; i += blockDim.x) {
-        double s, c;
-        sincos(pos * inv_freq[i % half], &s, &c);
-        rotate(kt + (i / half) * head_dim, i % half, half, neox, s, c);
-    }
+    if (query) return;  // the whole block: y is the block's
     // Every thread stores what other threads rotated.
     __syncthreads();
     const unsigned long long slot = slots[t];
-    for (unsigned int i = threadIdx.x; i < k_width; i += blockDim.x)
-        k_cache[slot * k_width + i] = f2h(kt[i]);
-    for (unsigned int i = threadIdx.x; i < v_width; i += blockDim.x)
-        v_cache[slot * v_width + i] = f2h(v[(unsigned long long)t * v_width + i]);
+    for (unsigned int i = threadIdx.x; i < head_dim; i += blockDim.x)
+        k_cache[slot * k_width + kh * head_dim + i] = f2h(head[i]);
+    const unsigned int v_head = v_width / n_head_kv;
+    for (unsigned int i = threadIdx.x; i < v_head; i += blockDim.x)
+        v_cache[slot * v_width + kh * v_head + i] =
+            f2h(v[(unsigned long long)t * v_width + kh * v_head + i]);
 }
 
 // act(gate + gate_bias) * (up + up_bias), the biases optional (has_* = 0: none; the pointer
