@@ -33,7 +33,8 @@ cargo run --release -q -p plumb -- pull all
 echo "== llama.cpp tokenizer test vocabularies"
 crates/tokenizer/scripts/fetch-llama-vocabs.sh
 echo "== cargo test"
-cargo test --workspace --release
+# Every test binary runs, so that one failure does not hide the others.
+cargo test --workspace --release --no-fail-fast
 if [ "$(uname -m)" = x86_64 ]; then
     echo "== NEON kernels under qemu"
     tools/test-aarch64.sh
