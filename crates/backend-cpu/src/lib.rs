@@ -70,7 +70,7 @@ impl CpuBackend {
             .map_err(|e| CHECK.error("new", format!("cannot start the thread pool: {e}")))?;
         let kernels = RowKernels::detect();
         tracing::info!(
-            threads = n_threads,
+            threads = pool.n_threads(),
             isa = kernels.isa().name(),
             "cpu backend"
         );

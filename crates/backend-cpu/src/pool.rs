@@ -40,8 +40,23 @@ pub struct ThreadPool {
 }
 
 impl ThreadPool {
-    /// A pool of `n_threads` threads in all: the caller's and `n_threads − 1` workers.
+    /// A pool of `n_threads` threads in all: the caller's and `n_threads − 1` workers. Where the
+    /// platform has no threads at all (WebAssembly without shared memory, WASI), the pool is the
+    /// caller's thread alone, with a warning: [`ThreadPool::n_threads`] says what it got.
     pub fn new(n_threads: usize) -> std::io::Result<ThreadPool> {
+        match ThreadPool::spawn(n_threads) {
+            Err(e) if e.kind() == std::io::ErrorKind::Unsupported && n_threads > 1 => {
+                tracing::warn!(
+                    requested = n_threads,
+                    "this platform has no threads ({e}): the cpu backend runs on one"
+                );
+                ThreadPool::spawn(1)
+            }
+            result => result,
+        }
+    }
+
+    fn spawn(n_threads: usize) -> std::io::Result<ThreadPool> {
         let shared = Arc::new(Shared {
             epoch: AtomicUsize::new(0),
             running: AtomicUsize::new(0),
@@ -180,11 +195,23 @@ pub fn split(n: usize, index: usize, n_threads: usize, align: usize) -> std::ops
 mod tests {
     use super::*;
 
+    /// Whether this platform can start threads (WASI and plain WebAssembly cannot).
+    fn threads_exist() -> bool {
+        !cfg!(target_family = "wasm")
+    }
+
+    #[test]
+    fn without_threads_the_pool_is_the_callers_thread() {
+        let pool = ThreadPool::new(3).unwrap();
+        assert_eq!(pool.n_threads(), if threads_exist() { 3 } else { 1 });
+    }
+
     #[test]
     fn every_thread_runs_each_job_once() {
         let pool = ThreadPool::new(3).unwrap();
+        let n = pool.n_threads();
         for _ in 0..1000 {
-            let hits: Vec<AtomicUsize> = (0..3).map(|_| AtomicUsize::new(0)).collect();
+            let hits: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
             pool.run(&|i| {
                 hits[i].fetch_add(1, Ordering::Relaxed);
             });
@@ -200,9 +227,11 @@ mod tests {
         pool.run(&|_| {
             hits.fetch_add(1, Ordering::Relaxed);
         });
-        assert_eq!(hits.load(Ordering::Relaxed), 2);
+        assert_eq!(hits.load(Ordering::Relaxed), pool.n_threads());
     }
 
+    // WebAssembly aborts on panic: there is nothing to catch.
+    #[cfg(panic = "unwind")]
     #[test]
     fn a_panicking_job_panics_the_caller_and_the_pool_survives() {
         let pool = ThreadPool::new(2).unwrap();

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Instant;
+use web_time::Instant;
 
 use plumb_model::{Backend, KvConfig, Model};
 use plumb_tokenizer::Tokenizer;

@@ -8,7 +8,8 @@
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use web_time::Instant;
 
 use plumb_model::{Backend, KvConfig, Model};
 use plumb_tokenizer::Tokenizer;

@@ -11,7 +11,8 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use web_time::Instant;
 
 use plumb_model::{Backend, Batch, KvCache, Logits, Model, TopLogits};
 use plumb_tokenizer::Tokenizer;

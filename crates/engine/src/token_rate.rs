@@ -2,7 +2,8 @@
 //! enough to show the current load, long enough not to jump with every step.
 
 use std::collections::VecDeque;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use web_time::Instant;
 
 /// How far back the rate looks.
 const WINDOW: Duration = Duration::from_secs(5);

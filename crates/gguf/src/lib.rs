@@ -1,4 +1,5 @@
-//! The GGUF container format: a validating, zero-copy reader over a memory map, and writers:
+//! The GGUF container format: a validating, zero-copy reader over a memory map (or, on
+//! WebAssembly, one owned buffer), and writers:
 //! [`GgufWriter`] for files built in memory, [`GgufStreamWriter`] for files larger than memory,
 //! written tensor by tensor.
 //!

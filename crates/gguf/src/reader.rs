@@ -1,14 +1,15 @@
-//! Parsing and validating a GGUF header, and the memory-mapped file that owns the tensor data.
+//! Parsing and validating a GGUF header, and the file (memory-mapped, or one owned buffer) that
+//! owns the tensor data.
 //!
 //! Every count, length and offset read from the file is checked against the bytes that remain
 //! before anything is allocated for it, so a hostile header cannot make the reader allocate
 //! more than the file's own size.
 
 use std::collections::HashSet;
-use std::fs::File;
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
 
+#[cfg(any(unix, windows))]
 use memmap2::Mmap;
 
 use crate::metadata::{ALIGNMENT_KEY, DEFAULT_ALIGNMENT};
@@ -351,8 +352,10 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// The bytes behind a [`GgufFile`]: a read-only memory map, or an owned buffer (tests, fuzzing).
+/// The bytes behind a [`GgufFile`]: a read-only memory map, or an owned buffer (WebAssembly,
+/// which has no memory maps; tests, fuzzing).
 enum Storage {
+    #[cfg(any(unix, windows))]
     Mapped(Mmap),
     Owned(Vec<u8>),
 }
@@ -361,6 +364,7 @@ impl Deref for Storage {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
         match self {
+            #[cfg(any(unix, windows))]
             Storage::Mapped(m) => m,
             Storage::Owned(v) => v,
         }
@@ -376,13 +380,14 @@ pub struct GgufFile {
 
 impl GgufFile {
     /// Maps the file read-only and validates its header.
+    #[cfg(any(unix, windows))]
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
         let io = |source| GgufError::Io {
             path: path.to_owned(),
             source,
         };
-        let file = File::open(path).map_err(io)?;
+        let file = std::fs::File::open(path).map_err(io)?;
         // SAFETY: the map is read-only; plumb never writes model files while they are open, and
         // a file truncated underneath a running process is outside what any mmap reader handles.
         let mmap = unsafe { Mmap::map(&file) }.map_err(io)?;
@@ -394,7 +399,22 @@ impl GgufFile {
         })
     }
 
-    /// Validates a GGUF file held in memory.
+    /// Reads the whole file into memory and validates its header: targets without memory maps
+    /// (WASI; in a browser there are no files, and [`GgufFile::from_bytes`] takes the bytes).
+    #[cfg(not(any(unix, windows)))]
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|source| GgufError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        let mut file = GgufFile::from_bytes(bytes)?;
+        file.path = Some(path.to_owned());
+        Ok(file)
+    }
+
+    /// Validates a GGUF file held in memory. The buffer becomes the file's storage: tensor data
+    /// is borrowed from it, never copied.
     pub fn from_bytes(bytes: Vec<u8>) -> Result<Self> {
         let header = GgufHeader::parse(&bytes)?;
         Ok(GgufFile {

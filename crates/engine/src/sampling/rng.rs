@@ -17,8 +17,8 @@ const LOWER_MASK: u32 = 0x7fff_ffff;
 pub fn random_seed() -> u32 {
     let mut hasher = RandomState::new().build_hasher();
     hasher.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
+        web_time::SystemTime::now()
+            .duration_since(web_time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos()),
     );
     (hasher.finish() as u32).min(0xFFFF_FFFE)
