@@ -1,11 +1,13 @@
 #!/bin/sh
 # The whole test suite, as CI runs it (.ci/run) and as README.md gives it:
-#   formatting and lints, the test models and llama.cpp's tokenizer test vocabularies (fetched
-#   once, then cached), every crate's tests in release mode against the reference data in
-#   testdata/, and on x86-64 the NEON kernels under qemu user emulation.
+#   formatting and lints (native, and the core crates for the browser's wasm32-unknown-unknown),
+#   the test models and llama.cpp's tokenizer test vocabularies (fetched once, then cached),
+#   every crate's tests in release mode against the reference data in testdata/, on x86-64
+#   the NEON kernels under qemu user emulation, and the core crates' tests in WebAssembly
+#   under node (tools/test-wasm.sh).
 #
-# Needs, besides the Rust toolchain (with clippy and rustfmt) and python3 with pip:
-#   rustup target add aarch64-unknown-linux-gnu
+# Needs, besides the Rust toolchain (with clippy and rustfmt), python3 with pip and node:
+#   rustup target add aarch64-unknown-linux-gnu wasm32-unknown-unknown wasm32-wasip1
 #   apt-get install qemu-user gcc-aarch64-linux-gnu
 # A missing one is an error before anything runs, not a skip.
 set -eu
@@ -23,11 +25,25 @@ if [ "$(uname -m)" = x86_64 ]; then
         exit 1
     fi
 fi
+missing=""
+command -v node >/dev/null || missing="$missing node"
+for target in wasm32-unknown-unknown wasm32-wasip1; do
+    rustup target list --installed 2>/dev/null | grep -qx $target ||
+        missing="$missing the $target Rust target (rustup target add $target)"
+done
+if [ -n "$missing" ]; then
+    echo "test-all: the WebAssembly steps need:$missing" >&2
+    exit 1
+fi
 
 echo "== cargo fmt --check"
 cargo fmt --all --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
+echo "== cargo clippy for the browser (wasm32-unknown-unknown)"
+# The crates a page needs: everything from the GGUF reader to the engine.
+cargo clippy --target wasm32-unknown-unknown -p plumb-gguf -p plumb-ggml -p plumb-tokenizer \
+    -p plumb-model -p plumb-backend-cpu -p plumb-engine -- -D warnings
 echo "== test models"
 cargo run --release -q -p plumb -- pull all
 echo "== llama.cpp tokenizer test vocabularies"
@@ -39,4 +55,6 @@ if [ "$(uname -m)" = x86_64 ]; then
     echo "== NEON kernels under qemu"
     tools/test-aarch64.sh
 fi
+echo "== the core crates' tests in WebAssembly, under node"
+tools/test-wasm.sh
 echo "test-all: every step passed"

@@ -17,10 +17,27 @@ const TESTDATA_ENV: &str = "PLUMB_SHARED";
 
 /// The workspace root.
 pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("workspace root exists")
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    // WASI has no canonicalize; the manifest's path is absolute there too.
+    if cfg!(target_os = "wasi") {
+        return root;
+    }
+    root.canonicalize().expect("workspace root exists")
+}
+
+/// The directory of pulled models: the hub's cache. WebAssembly tests cannot link the hub
+/// (its TLS needs a C compiler for wasm), so there it is `$PLUMB_MODELS`, which
+/// tools/test-wasm.sh sets to the hub's directory.
+#[cfg(not(target_family = "wasm"))]
+fn models_dir() -> PathBuf {
+    plumb_hub::models_dir()
+}
+
+#[cfg(target_family = "wasm")]
+fn models_dir() -> PathBuf {
+    std::env::var_os("PLUMB_MODELS")
+        .map(PathBuf::from)
+        .unwrap_or_default()
 }
 
 /// `$PLUMB_SHARED` when it is set, else the repository's `testdata/`.
@@ -53,7 +70,7 @@ pub fn testdata(relative: &str) -> PathBuf {
 
 /// The path of a cached model (`<cache>/<name>.gguf`), or `None` after a loud skip notice.
 pub fn model(test: &str, name: &str) -> Option<PathBuf> {
-    let path = plumb_hub::models_dir().join(format!("{name}.gguf"));
+    let path = models_dir().join(format!("{name}.gguf"));
     if path.is_file() {
         Some(path)
     } else {
