@@ -33,6 +33,8 @@ use plumb_model::{Activations, BlockTables, TokenPos};
 use crate::kv_storage::{decode, CpuKvStorage, KvCacheType, LayerStore};
 #[cfg(target_arch = "aarch64")]
 use crate::lanes::Neon;
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+use crate::lanes::Simd128;
 #[cfg(target_arch = "x86_64")]
 use crate::lanes::{Avx2, Avx512};
 use crate::lanes::{Lanes, Scalar};
@@ -196,6 +198,8 @@ impl TileWork {
             Isa::Avx2 => unsafe { self.run_avx2(unit, out) },
             #[cfg(target_arch = "aarch64")]
             Isa::Neon | Isa::NeonDotprod => unsafe { self.run_neon(unit, out) },
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Isa::Simd128 => unsafe { self.run_body::<Simd128>(unit, out) },
             _ => unsafe { self.run_body::<Scalar>(unit, out) },
         }
     }

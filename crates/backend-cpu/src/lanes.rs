@@ -1,6 +1,7 @@
 //! Vectors of f32 lanes, one type per instruction set, that the backend's f32 kernels
 //! (attention, RMSNorm, the gated activations) are written in once: AVX-512 and AVX2+FMA
-//! through their intrinsics on x86-64, NEON on aarch64, and plain Rust lanes everywhere else.
+//! through their intrinsics on x86-64, NEON on aarch64, SIMD128 on WebAssembly built with it,
+//! and plain Rust lanes everywhere else.
 //! Which one runs follows [`plumb_ggml::Isa`], the detection ggml's dot products use too. A
 //! kernel is compiled for a lane type inside a `#[target_feature]` function of its instruction
 //! set, so that the `#[inline(always)]` lane operations become single instructions there.
@@ -19,6 +20,8 @@ mod avx512;
 #[cfg(target_arch = "aarch64")]
 mod neon;
 mod scalar;
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod simd128;
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) use avx2::Avx2;
@@ -27,6 +30,8 @@ pub(crate) use avx512::Avx512;
 #[cfg(target_arch = "aarch64")]
 pub(crate) use neon::Neon;
 pub(crate) use scalar::Scalar;
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+pub(crate) use simd128::Simd128;
 
 /// The most lanes of any implementation: buffers of this many floats hold a vector of any.
 pub(crate) const MAX_LANES: usize = 16;
@@ -140,6 +145,9 @@ mod tests {
                 Isa::Avx2 => f("avx2", exps_avx2),
                 #[cfg(target_arch = "aarch64")]
                 Isa::Neon => f("neon", exps_neon),
+                // SIMD128 is compiled into the whole module: no target_feature function.
+                #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+                Isa::Simd128 => f("simd128", exps::<Simd128>),
                 // The same lanes as an instruction set before them.
                 _ => {}
             }

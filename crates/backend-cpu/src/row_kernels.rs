@@ -10,6 +10,8 @@ use plumb_ggml::Isa;
 
 #[cfg(target_arch = "aarch64")]
 use crate::lanes::Neon;
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+use crate::lanes::Simd128;
 #[cfg(target_arch = "x86_64")]
 use crate::lanes::{Avx2, Avx512};
 use crate::lanes::{Lanes, Scalar, MAX_LANES};
@@ -38,7 +40,11 @@ struct Fns {
 
 /// [`Fns`] of the generic kernels compiled for `$lanes` inside functions with `$features`.
 /// Only for lanes of an instruction set this machine has: the caller checks.
-#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[cfg(any(
+    target_arch = "x86_64",
+    target_arch = "aarch64",
+    all(target_arch = "wasm32", target_feature = "simd128")
+))]
 macro_rules! fns_for {
     ($lanes:ty, $features:literal) => {{
         #[target_feature(enable = $features)]
@@ -79,6 +85,8 @@ impl RowKernels {
             Isa::Avx2 => fns_for!(Avx2, "avx2,fma,f16c"),
             #[cfg(target_arch = "aarch64")]
             Isa::Neon | Isa::NeonDotprod => fns_for!(Neon, "neon"),
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Isa::Simd128 => fns_for!(Simd128, "simd128"),
             // SAFETY (all three): the scalar lanes are plain Rust.
             _ => Fns {
                 rms_norm: |x, weight, eps| unsafe { rms_norm::<Scalar>(x, weight, eps) },
@@ -412,6 +420,7 @@ mod tests {
             Isa::Avx512Vnni,
             Isa::Neon,
             Isa::NeonDotprod,
+            Isa::Simd128,
         ] {
             assert_eq!(
                 RowKernels::for_isa(isa).is_some(),

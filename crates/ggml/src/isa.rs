@@ -18,6 +18,10 @@ pub enum Isa {
     Neon,
     /// aarch64 with NEON and the dot-product extension.
     NeonDotprod,
+    /// WebAssembly with the 128-bit SIMD proposal. A module either is compiled for it
+    /// (`-C target-feature=+simd128`) or not: WebAssembly has no run-time detection, and an
+    /// engine without SIMD128 refuses the whole module.
+    Simd128,
 }
 
 impl Isa {
@@ -30,6 +34,14 @@ impl Isa {
 
     /// Every instruction set this machine can run, [`Isa::Scalar`] first.
     pub fn available() -> Vec<Isa> {
+        #[cfg_attr(
+            not(any(
+                target_arch = "x86_64",
+                target_arch = "aarch64",
+                all(target_arch = "wasm32", target_feature = "simd128")
+            )),
+            allow(unused_mut)
+        )]
         let mut isas = vec![Isa::Scalar];
         #[cfg(target_arch = "x86_64")]
         {
@@ -54,6 +66,8 @@ impl Isa {
                 }
             }
         }
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        isas.push(Isa::Simd128);
         isas
     }
 
@@ -65,6 +79,7 @@ impl Isa {
             Isa::Avx512Vnni => "avx512-vnni",
             Isa::Neon => "neon",
             Isa::NeonDotprod => "neon-dotprod",
+            Isa::Simd128 => "simd128",
         }
     }
 }

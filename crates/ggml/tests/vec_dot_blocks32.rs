@@ -37,6 +37,9 @@ fn expected_isas() -> Vec<Isa> {
     if cfg!(target_arch = "aarch64") {
         isas.extend([Isa::Neon, Isa::NeonDotprod]);
     }
+    if cfg!(target_arch = "wasm32") {
+        isas.push(Isa::Simd128);
+    }
     isas
 }
 

@@ -562,6 +562,8 @@ fn every_instruction_set_of_this_machine_has_every_kernel() {
         &[Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni]
     } else if cfg!(target_arch = "aarch64") {
         &[Isa::Scalar, Isa::Neon, Isa::NeonDotprod]
+    } else if cfg!(target_arch = "wasm32") {
+        &[Isa::Scalar, Isa::Simd128]
     } else {
         &[Isa::Scalar]
     };

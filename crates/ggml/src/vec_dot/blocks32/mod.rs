@@ -20,6 +20,8 @@ mod quantize;
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 mod rows;
 mod scalar;
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod simd128;
 #[cfg(target_arch = "x86_64")]
 mod x86_quantize;
 
@@ -40,6 +42,8 @@ pub(super) fn kernel(weight_type: GgmlType, isa: Isa) -> Option<KernelFns> {
         Isa::Neon => neon::kernel(weight_type, false),
         #[cfg(target_arch = "aarch64")]
         Isa::NeonDotprod => neon::kernel(weight_type, true),
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        Isa::Simd128 => simd128::kernel(weight_type),
         _ => None,
     }
 }

@@ -49,6 +49,10 @@ pub(super) fn kernel(weight_type: GgmlType, isa: Isa) -> Option<KernelFns> {
         Isa::Neon => neon::kernel(weight_type, false),
         #[cfg(target_arch = "aarch64")]
         Isa::NeonDotprod => neon::kernel(weight_type, true),
+        // No SIMD128 k-quant kernels yet: WebAssembly runs the scalar ones under its name, so
+        // that every type's best kernel is still at the one detected instruction set.
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        Isa::Simd128 => scalar::kernel(weight_type),
         _ => None,
     }
 }
