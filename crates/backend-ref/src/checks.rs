@@ -1,4 +1,4 @@
-//! The argument checks every host backend makes before an op, so that a bad shape gives an
+//! The argument checks every backend makes before an op, so that a bad shape gives an
 //! error naming the backend, the op and the problem instead of a panic inside a kernel.
 
 use plumb_ggml::KernelError;
@@ -6,8 +6,6 @@ use plumb_model::{
     Activations, AttentionStep, BlockCopy, BlockTables, LayerKv, ModelError, PassInputs, Result,
     Rope, TokenPos,
 };
-
-use crate::HostTensor;
 
 /// Checks on behalf of one backend, whose name goes into every error.
 #[derive(Debug, Clone, Copy)]
@@ -32,7 +30,7 @@ impl Checks {
     pub fn width(
         &self,
         op: &'static str,
-        x: &HostTensor,
+        x: &impl Activations,
         expected: usize,
         what: &str,
     ) -> Result<()> {
@@ -45,7 +43,7 @@ impl Checks {
         Ok(())
     }
 
-    pub fn same_shape(&self, op: &'static str, a: &HostTensor, b: &HostTensor) -> Result<()> {
+    pub fn same_shape(&self, op: &'static str, a: &impl Activations, b: &impl Activations) -> Result<()> {
         if (a.n_tokens(), a.width()) != (b.n_tokens(), b.width()) {
             return Err(self.error(
                 op,
@@ -79,7 +77,7 @@ impl Checks {
         Ok(())
     }
 
-    pub fn norm_groups(&self, x: &HostTensor, weight_len: usize) -> Result<()> {
+    pub fn norm_groups(&self, x: &impl Activations, weight_len: usize) -> Result<()> {
         if weight_len == 0 || !x.width().is_multiple_of(weight_len) {
             return Err(self.error(
                 "rms_norm",
@@ -94,7 +92,7 @@ impl Checks {
 
     pub fn rope(
         &self,
-        x: &HostTensor,
+        x: &impl Activations,
         head_dim: usize,
         positions: &[usize],
         rope: &Rope,
@@ -136,8 +134,8 @@ impl Checks {
     /// Checks K and V rows to store in layer `layer` at the pass's slots.
     pub fn store_kv(
         &self,
-        k: &HostTensor,
-        v: &HostTensor,
+        k: &impl Activations,
+        v: &impl Activations,
         layers: &[&LayerKv],
         layer: usize,
         pass: &PassInputs<'_>,
@@ -172,7 +170,7 @@ impl Checks {
     /// Checks an attention step against the cache's layers and the pass's block tables.
     pub fn attention(
         &self,
-        q: &HostTensor,
+        q: &impl Activations,
         layers: &[&LayerKv],
         step: &AttentionStep,
         pass: &PassInputs<'_>,
@@ -258,7 +256,7 @@ impl Checks {
         Ok(())
     }
 
-    pub fn rows(&self, x: &HostTensor, rows: &[usize]) -> Result<()> {
+    pub fn rows(&self, x: &impl Activations, rows: &[usize]) -> Result<()> {
         if let Some(&bad) = rows.iter().find(|&&r| r >= x.n_tokens()) {
             return Err(self.error("output_rows", format!("row {bad} of {}", x.n_tokens())));
         }
