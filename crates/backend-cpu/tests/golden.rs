@@ -7,40 +7,13 @@
 //! 0.5. Each prompt's measurements
 //! are printed as a table row; run with `--nocapture` to see them.
 //!
-//! The reference backend's test lives here rather than in its own crate so that one generic
-//! harness serves both; this crate depends on the reference anyway.
+//! The harness is `plumb_testutil::golden::check_model`, which every backend's golden test
+//! shares; the reference backend's test lives here because this crate depends on the
+//! reference anyway.
 
 use plumb_backend_cpu::{CpuBackend, KvCacheType};
 use plumb_backend_ref::RefBackend;
-use plumb_model::{Backend, KvConfig, LogitsFor, Model};
-use plumb_testutil::golden::{
-    check_every_prompt, score_teacher_forced, teacher_forced_len, GoldenLogits, GoldenPrompt,
-    Scorecard, FIRM_MARGIN, FIRM_MARGIN_8BIT,
-};
-use plumb_testutil::{require_model, require_shared};
-
-/// Tokens per forward pass; bounds the logits held at once (gemma3: 128 × 262144 floats).
-const CHUNK: usize = 128;
-
-fn score<B: Backend>(model: &Model<B>, prompt: &GoldenPrompt) -> Scorecard {
-    let mut cache = model
-        .new_kv_cache(KvConfig::new(teacher_forced_len(prompt), 1, CHUNK))
-        .unwrap();
-    score_teacher_forced(prompt, CHUNK, |tokens| {
-        let logits = model.eval(&mut cache, 0, tokens, LogitsFor::All).unwrap();
-        logits.rows().map(<[f32]>::to_vec).collect()
-    })
-}
-
-fn check_model<B: Backend>(name: &str, backend: B, firm_margin: f32) {
-    let model_path = require_model!(name);
-    let golden_path = require_shared!(&format!("golden/{name}/logits.gguf"));
-    let golden = GoldenLogits::open(&golden_path).unwrap();
-    let label = format!("{name} ({})", backend.name());
-    let model = Model::load(&model_path, backend).unwrap();
-    assert_eq!(model.hparams().n_vocab, golden.n_vocab);
-    check_every_prompt(&label, &golden, firm_margin, |prompt| score(&model, prompt));
-}
+use plumb_testutil::golden::{check_model, FIRM_MARGIN, FIRM_MARGIN_8BIT};
 
 fn cpu() -> CpuBackend {
     CpuBackend::new(2, KvCacheType::F16).unwrap()

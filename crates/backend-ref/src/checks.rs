@@ -43,7 +43,12 @@ impl Checks {
         Ok(())
     }
 
-    pub fn same_shape(&self, op: &'static str, a: &impl Activations, b: &impl Activations) -> Result<()> {
+    pub fn same_shape(
+        &self,
+        op: &'static str,
+        a: &impl Activations,
+        b: &impl Activations,
+    ) -> Result<()> {
         if (a.n_tokens(), a.width()) != (b.n_tokens(), b.width()) {
             return Err(self.error(
                 op,

@@ -27,13 +27,13 @@ impl Recorder {
 
     /// Records one dispatch of `pipeline` over `workgroups` workgroups (laid out in x and y,
     /// as a dimension holds at most `max_compute_workgroups_per_dimension`) times `z`, with
-    /// `params` in a uniform buffer at binding 0 and `buffers` at bindings 1, 2, …
+    /// `params` in a uniform buffer at binding 0 and `bindings` at bindings 1, 2, …
     pub fn dispatch(
         &self,
         gpu: &Gpu,
         pipeline: &wgpu::ComputePipeline,
         params: &[u32],
-        buffers: &[&wgpu::Buffer],
+        bindings: &[wgpu::BufferBinding<'_>],
         workgroups: usize,
         z: usize,
     ) -> Result<(), String> {
@@ -49,12 +49,12 @@ impl Recorder {
             ));
         }
         let uniform = gpu.uniform(params);
-        let entries: Vec<wgpu::BindGroupEntry<'_>> = std::iter::once(&uniform)
-            .chain(buffers.iter().copied())
+        let entries: Vec<wgpu::BindGroupEntry<'_>> = std::iter::once(uniform.as_entire_binding())
+            .chain(bindings.iter().cloned().map(wgpu::BindingResource::Buffer))
             .enumerate()
-            .map(|(i, buffer)| wgpu::BindGroupEntry {
+            .map(|(i, resource)| wgpu::BindGroupEntry {
                 binding: i as u32,
-                resource: buffer.as_entire_binding(),
+                resource,
             })
             .collect();
         let bind_group = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {

@@ -10,9 +10,13 @@ pub(crate) struct Gpu {
     pub queue: wgpu::Queue,
     pub adapter: wgpu::AdapterInfo,
     pub limits: wgpu::Limits,
-    /// Optional features the adapter has. No kernel needs them yet: f16 values are packed
-    /// and unpacked with WGSL's core `pack2x16float`, and reductions use workgroup memory.
-    pub adapter_features: wgpu::Features,
+    /// The largest subgroup the device runs, when it has subgroup operations that the
+    /// matrix kernels can use (subgroups of 4 to 64); else they reduce through workgroup
+    /// memory.
+    pub max_subgroup: Option<u32>,
+    /// Whether the adapter has `shader-f16`. No kernel needs it: f16 values are packed and
+    /// unpacked with WGSL's core `pack2x16float`.
+    pub shader_f16: bool,
     /// The first error wgpu reported outside an error scope (a failed dispatch, an
     /// allocation that ran out of memory), until it is taken.
     errors: Arc<Mutex<Option<String>>>,
@@ -43,13 +47,22 @@ impl Gpu {
                 .map_err(|e| format!("no GPU adapter: {e}"))?,
             };
         let limits = adapter.limits();
+        let info = adapter.get_info();
+        let max_subgroup = (adapter.features().contains(wgpu::Features::SUBGROUP)
+            && (4..=64).contains(&info.subgroup_min_size)
+            && (4..=64).contains(&info.subgroup_max_size))
+        .then_some(info.subgroup_max_size);
+        let required_features = match max_subgroup {
+            Some(_) => wgpu::Features::SUBGROUP,
+            None => wgpu::Features::empty(),
+        };
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("plumb"),
-            required_features: wgpu::Features::empty(),
+            required_features,
             required_limits: limits.clone(),
             ..Default::default()
         }))
-        .map_err(|e| format!("cannot open {}: {e}", adapter.get_info().name))?;
+        .map_err(|e| format!("cannot open {}: {e}", info.name))?;
         let errors = Arc::new(Mutex::new(None));
         let sink = Arc::clone(&errors);
         device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
@@ -59,9 +72,10 @@ impl Gpu {
         Ok(Gpu {
             device,
             queue,
-            adapter: adapter.get_info(),
+            adapter: info,
             limits,
-            adapter_features: adapter.features(),
+            max_subgroup,
+            shader_f16: adapter.features().contains(wgpu::Features::SHADER_F16),
             errors,
         })
     }

@@ -12,6 +12,8 @@ use crate::quant::Quant;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Kernel {
     Matmul(Quant),
+    /// The matrix product with subgroup operations, where the device has them.
+    MatmulSubgroup(Quant),
     Embed(Quant),
     RmsNorm,
     Add,
@@ -29,6 +31,7 @@ impl Kernel {
     fn name(self) -> &'static str {
         match self {
             Kernel::Matmul(_) => "matmul",
+            Kernel::MatmulSubgroup(_) => "matmul_subgroup",
             Kernel::Embed(_) => "embed",
             Kernel::RmsNorm => "rms_norm",
             Kernel::Add => "add",
@@ -46,6 +49,7 @@ impl Kernel {
     fn source(self) -> &'static str {
         match self {
             Kernel::Matmul(_) => include_str!("shaders/matmul.wgsl"),
+            Kernel::MatmulSubgroup(_) => include_str!("shaders/matmul_subgroup.wgsl"),
             Kernel::Embed(_) => include_str!("shaders/embed.wgsl"),
             Kernel::RmsNorm => include_str!("shaders/rms_norm.wgsl"),
             Kernel::Add => include_str!("shaders/add.wgsl"),
@@ -63,7 +67,7 @@ impl Kernel {
     /// The weight type the kernel reads, if it reads weights.
     fn quant(self) -> Option<Quant> {
         match self {
-            Kernel::Matmul(q) | Kernel::Embed(q) => Some(q),
+            Kernel::Matmul(q) | Kernel::MatmulSubgroup(q) | Kernel::Embed(q) => Some(q),
             _ => None,
         }
     }

@@ -2,16 +2,20 @@
 //! lavapipe on the CPU in CI) and Metal (macOS).
 //!
 //! Weights are uploaded once, as the GGUF blocks are stored, and dequantized by the kernels
-//! that read them (`shaders/dequant.wgsl`); matrices larger than a binding are split by rows.
+//! that read them (`shaders/dequant.wgsl`); a weight larger than a binding is split by rows,
+//! and a batch whose activations are (the logits of a long prompt) is processed in windows.
 //! Activations are f32 device buffers; every product and reduction accumulates in f32. The
 //! KV cache is f16, paged as [`plumb_model::KvCache`] lays it out. RoPE angles are computed
 //! on the host in f64, per pass.
 //!
 //! Ops only record work: a forward pass is one command buffer, submitted when its logits are
 //! read back ([`Backend::to_host`]) or reduced to their top-k on the device
-//! ([`Backend::top_k`]). Nothing needs `shader-f16` or subgroup operations (f16 is packed
-//! with WGSL's core `pack2x16float`, reductions use workgroup memory), so any adapter with
-//! compute shaders runs it; speed is not this backend's concern yet.
+//! ([`Backend::top_k`]).
+//!
+//! What the kernels need of the device: compute shaders and storage buffers (WebGPU's core).
+//! The matrix products use subgroup operations (`subgroupAdd`) where the device has them,
+//! else a reduction in workgroup memory; both are tested. `shader-f16` is not needed: f16
+//! values are packed and unpacked with WGSL's core `pack2x16float`/`unpack2x16float`.
 
 mod commands;
 mod gpu;
@@ -21,6 +25,8 @@ mod pass;
 mod quant;
 mod tensor;
 mod weights;
+
+use std::ops::Range;
 
 use plumb_backend_ref::Checks;
 use plumb_model::{
@@ -52,8 +58,10 @@ pub struct WgpuBackend {
     kernels: Kernels,
     recorder: Recorder,
     uploaded: Uploaded,
-    /// The largest weight chunk: one binding, unless a test asks for less.
-    max_chunk_bytes: u64,
+    /// The largest binding: the adapter's, unless a test asks for less.
+    max_binding: u64,
+    /// Whether the matrix products use subgroup operations (where the device has them).
+    subgroups: bool,
 }
 
 impl WgpuBackend {
@@ -65,12 +73,13 @@ impl WgpuBackend {
             backend = ?gpu.adapter.backend,
             device_type = ?gpu.adapter.device_type,
             max_binding = gpu.max_binding_bytes(),
-            shader_f16 = gpu.adapter_features.contains(wgpu::Features::SHADER_F16),
-            subgroups = gpu.adapter_features.contains(wgpu::Features::SUBGROUP),
+            shader_f16 = gpu.shader_f16,
+            max_subgroup = ?gpu.max_subgroup,
             "wgpu backend"
         );
         Ok(WgpuBackend {
-            max_chunk_bytes: gpu.max_binding_bytes(),
+            max_binding: gpu.max_binding_bytes(),
+            subgroups: gpu.max_subgroup.is_some(),
             gpu,
             kernels: Kernels::default(),
             recorder: Recorder::default(),
@@ -78,11 +87,24 @@ impl WgpuBackend {
         })
     }
 
-    /// Splits weights into chunks of at most `bytes` (at most one binding in any case), as
-    /// a large weight is split on any adapter: for tests of the splitting.
-    pub fn with_max_weight_chunk(mut self, bytes: u64) -> WgpuBackend {
-        self.max_chunk_bytes = self.gpu.max_binding_bytes().min(bytes & !3);
+    /// Binds at most `bytes` at once, as if the adapter allowed no more: weights are split
+    /// into chunks and long batches into windows of that size, as large ones are on any
+    /// adapter. For tests of the splitting.
+    pub fn with_max_binding(mut self, bytes: u64) -> WgpuBackend {
+        self.max_binding = self.gpu.max_binding_bytes().min(bytes & !3);
         self
+    }
+
+    /// Reduces through workgroup memory even where the device has subgroup operations: the
+    /// path of devices without them, for tests of it.
+    pub fn without_subgroups(mut self) -> WgpuBackend {
+        self.subgroups = false;
+        self
+    }
+
+    /// Whether the matrix products use subgroup operations.
+    pub fn uses_subgroups(&self) -> bool {
+        self.subgroups
     }
 
     /// The adapter's name and API, for messages: "llvmpipe (LLVM 15.0.6, 256 bits) (Vulkan)".
@@ -90,6 +112,7 @@ impl WgpuBackend {
         format!("{} ({:?})", self.gpu.adapter.name, self.gpu.adapter.backend)
     }
 
+    /// Records `kernel` with whole buffers bound, each of which must fit a binding.
     fn dispatch(
         &self,
         op: &'static str,
@@ -99,25 +122,89 @@ impl WgpuBackend {
         workgroups: usize,
         z: usize,
     ) -> Result<()> {
+        let max = self.max_binding;
+        if let Some(large) = buffers.iter().find(|b| b.size() > max) {
+            return Err(CHECK.error(
+                op,
+                format!(
+                    "a {}-byte tensor is more than the adapter binds ({max}); pass fewer tokens",
+                    large.size()
+                ),
+            ));
+        }
+        let bindings: Vec<_> = buffers
+            .iter()
+            .map(|b| b.as_entire_buffer_binding())
+            .collect();
+        self.dispatch_bound(op, kernel, params, &bindings, workgroups, z)
+    }
+
+    /// Records `kernel` with the given bindings (parts of buffers).
+    fn dispatch_bound(
+        &self,
+        op: &'static str,
+        kernel: Kernel,
+        params: &[u32],
+        bindings: &[wgpu::BufferBinding<'_>],
+        workgroups: usize,
+        z: usize,
+    ) -> Result<()> {
         let pipeline = self
             .kernels
             .get(&self.gpu, kernel)
             .map_err(|e| CHECK.error(op, e))?;
         self.recorder
-            .dispatch(&self.gpu, &pipeline, params, buffers, workgroups, z)
+            .dispatch(&self.gpu, &pipeline, params, bindings, workgroups, z)
             .map_err(|e| CHECK.error(op, e))
+    }
+
+    /// Ranges of `n_tokens` rows small enough that each of the tensors with rows of
+    /// `row_bytes` has its part of them in one binding, starting at offsets the device can
+    /// bind: the logits of a long prompt are larger than a binding.
+    fn token_windows(
+        &self,
+        op: &'static str,
+        n_tokens: usize,
+        row_bytes: &[usize],
+    ) -> Result<Vec<Range<usize>>> {
+        let max = self.max_binding as usize;
+        let widest = row_bytes.iter().copied().max().unwrap_or(1).max(1);
+        let fit = max / widest;
+        // Offsets must be multiples of the alignment, a power of two: a window starts at a
+        // multiple of `unit` rows.
+        let align = self.gpu.limits.min_storage_buffer_offset_alignment.max(1) as usize;
+        let unit = row_bytes
+            .iter()
+            .map(|&b| align >> b.trailing_zeros().min(align.trailing_zeros()))
+            .max()
+            .unwrap_or(1);
+        let per_window = if fit >= n_tokens {
+            n_tokens.max(1)
+        } else {
+            fit / unit * unit
+        };
+        if per_window == 0 {
+            return Err(CHECK.error(
+                op,
+                format!("rows of {widest} bytes do not fit a binding of {max} in aligned windows"),
+            ));
+        }
+        Ok((0..n_tokens)
+            .step_by(per_window)
+            .map(|start| start..(start + per_window).min(n_tokens))
+            .collect())
     }
 
     /// A tensor of `n_tokens × width` values whose kernel writes all of them.
     fn tensor(&self, op: &'static str, n_tokens: usize, width: usize) -> Result<GpuTensor> {
         let bytes = (n_tokens * width * 4) as u64;
-        if bytes > self.gpu.max_binding_bytes() {
+        if bytes > self.gpu.limits.max_buffer_size {
             return Err(CHECK.error(
                 op,
                 format!(
-                    "[{n_tokens} × {width}] f32 is {bytes} bytes, more than the adapter binds \
-                     ({}); pass fewer tokens",
-                    self.gpu.max_binding_bytes()
+                    "[{n_tokens} × {width}] f32 is {bytes} bytes, more than the adapter's \
+                     largest buffer ({}); pass fewer tokens",
+                    self.gpu.limits.max_buffer_size
                 ),
             ));
         }
@@ -159,6 +246,15 @@ fn values<'w>(weight: &'w GpuWeight, op: &'static str) -> Result<(&'w wgpu::Buff
     }
 }
 
+/// `len` bytes of `buffer` from `offset`.
+fn binding(buffer: &wgpu::Buffer, offset: usize, len: usize) -> wgpu::BufferBinding<'_> {
+    wgpu::BufferBinding {
+        buffer,
+        offset: offset as u64,
+        size: std::num::NonZeroU64::new(len.max(4) as u64),
+    }
+}
+
 fn u32s(values: &[usize]) -> Vec<u32> {
     values.iter().map(|&v| v as u32).collect()
 }
@@ -197,7 +293,7 @@ impl Backend for WgpuBackend {
                 })?;
                 let matrix = self
                     .uploaded
-                    .rows(&self.gpu, &tensor, quant, self.max_chunk_bytes)
+                    .rows(&self.gpu, &tensor, quant, self.max_binding)
                     .map_err(error)?;
                 WeightKind::Rows(matrix)
             }
@@ -218,14 +314,13 @@ impl Backend for WgpuBackend {
                 ));
             }
             let bytes = (layer.n_slots * layer.k_width().max(layer.v_width()) * 2) as u64;
-            if bytes > self.gpu.max_binding_bytes() {
+            if bytes > self.max_binding {
                 return Err(CHECK.error(
                     "new_kv_storage",
                     format!(
                         "layer {il}'s {} KV slots take {bytes} bytes, more than the adapter \
                          binds ({}); use a smaller context or fewer sequences",
-                        layer.n_slots,
-                        self.gpu.max_binding_bytes()
+                        layer.n_slots, self.max_binding
                     ),
                 ));
             }
@@ -315,25 +410,36 @@ impl Backend for WgpuBackend {
         let matrix = rows(weight, "matmul")?;
         CHECK.width("matmul", x, matrix.row_len, &weight.name)?;
         let out = self.tensor("matmul", x.n_tokens, matrix.n_rows)?;
-        // Tokens per workgroup: TOKENS in matmul.wgsl.
+        // Tokens per workgroup: TOKENS in matmul*.wgsl.
         const TOKENS: usize = 8;
-        for chunk in &matrix.chunks {
-            let params = u32s(&[
-                chunk.n_rows,
-                matrix.row_len / 4,
-                x.n_tokens,
-                matrix.row_bytes,
-                chunk.first_row,
-                matrix.n_rows,
-            ]);
-            self.dispatch(
-                "matmul",
-                Kernel::Matmul(matrix.quant),
-                &params,
-                &[&chunk.buffer, &x.buffer, &out.buffer],
-                chunk.n_rows,
-                x.n_tokens.div_ceil(TOKENS),
-            )?;
+        let (k, m) = (matrix.row_len, matrix.n_rows);
+        for window in self.token_windows("matmul", x.n_tokens, &[k * 4, m * 4])? {
+            let n = window.len();
+            let x_part = binding(&x.buffer, window.start * k * 4, n * k * 4);
+            let out_part = binding(&out.buffer, window.start * m * 4, n * m * 4);
+            for chunk in &matrix.chunks {
+                let params = u32s(&[chunk.n_rows, k / 4, n, matrix.row_bytes, chunk.first_row, m]);
+                let (kernel, workgroups) = match self.gpu.max_subgroup.filter(|_| self.subgroups) {
+                    // As many rows per workgroup as the largest subgroups leave.
+                    Some(size) => (
+                        Kernel::MatmulSubgroup(matrix.quant),
+                        chunk.n_rows.div_ceil(64 / size as usize),
+                    ),
+                    None => (Kernel::Matmul(matrix.quant), chunk.n_rows),
+                };
+                self.dispatch_bound(
+                    "matmul",
+                    kernel,
+                    &params,
+                    &[
+                        chunk.buffer.as_entire_buffer_binding(),
+                        x_part.clone(),
+                        out_part.clone(),
+                    ],
+                    workgroups,
+                    n.div_ceil(TOKENS),
+                )?;
+            }
         }
         Ok(out)
     }
@@ -502,14 +608,21 @@ impl Backend for WgpuBackend {
         let out = self
             .gpu
             .buffer("top_k", (n_rows * k * 8) as u64, TENSOR_USAGE);
-        self.dispatch(
-            "top_k",
-            Kernel::TopK,
-            &u32s(&[n_rows, logits.width, k]),
-            &[&logits.buffer, &out],
-            n_rows,
-            1,
-        )?;
+        let width = logits.width;
+        for window in self.token_windows("top_k", n_rows, &[width * 4])? {
+            let n = window.len();
+            self.dispatch_bound(
+                "top_k",
+                Kernel::TopK,
+                &u32s(&[n, width, k, window.start]),
+                &[
+                    binding(&logits.buffer, window.start * width * 4, n * width * 4),
+                    out.as_entire_buffer_binding(),
+                ],
+                n,
+                1,
+            )?;
+        }
         let bytes = self
             .recorder
             .read(&self.gpu, &out, (n_rows * k * 8) as u64)

@@ -13,12 +13,10 @@ use plumb_model::{
     TokenPos, WeightUse,
 };
 
-/// Weight chunks of at most this many bytes: every test weight is split, in chunks of one row
-/// (F32 rows of 512) to seven (Q4_0).
-const SMALL_CHUNKS: u64 = 2100;
-
-fn gpu_with_small_chunks(gpu: WgpuBackend) -> WgpuBackend {
-    gpu.with_max_weight_chunk(SMALL_CHUNKS)
+/// Bindings of at most 16 KiB: every test weight is split into chunks, of 8 rows (F32 rows
+/// of 512) to 56 (Q4_0), and batches of more than 8 tokens of 512 into windows.
+fn with_small_bindings(gpu: WgpuBackend) -> WgpuBackend {
+    gpu.with_max_binding(16 * 1024)
 }
 
 /// A pass of sequence 0 at `positions` in a one-layer cache, all of whose blocks its table
@@ -48,9 +46,9 @@ fn plain_batch(
 
 #[test]
 fn embedding_rows_dequantize_as_ggml_does_for_every_type() {
-    let gpu = gpu_with_small_chunks(require_gpu!());
-    let (row_len, n_rows) = (512, 9);
-    let tokens = vec![8, 0, 3, 3, 7, 1, 5];
+    let gpu = with_small_bindings(require_gpu!());
+    let (row_len, n_rows) = (512, 64);
+    let tokens = vec![63, 0, 8, 8, 57, 1, 30];
     let (batch, layout) = plain_batch(tokens.clone(), &[0, 1, 2, 3, 4, 5, 6], vec![]);
     let inputs = batch.inputs(&layout);
     let pass = gpu.begin_pass(&inputs).unwrap();
@@ -70,29 +68,51 @@ fn embedding_rows_dequantize_as_ggml_does_for_every_type() {
     }
 }
 
+/// Products with subgroup operations where the device has them, and through workgroup
+/// memory.
+fn both_matmul_paths(gpu: WgpuBackend) -> Vec<WgpuBackend> {
+    let mut paths = vec![with_small_bindings(gpu)];
+    if paths[0].uses_subgroups() {
+        let fallback = common::gpu("both_matmul_paths").expect("a second device");
+        paths.push(with_small_bindings(fallback.without_subgroups()));
+    } else {
+        plumb_testutil::skip(
+            "matmul_matches_the_reference_for_every_type_and_batch_size",
+            "the device has no subgroup operations: only the workgroup-memory path is tested",
+        );
+    }
+    paths
+}
+
 #[test]
 fn matmul_matches_the_reference_for_every_type_and_batch_size() {
-    let gpu = gpu_with_small_chunks(require_gpu!());
+    let paths = both_matmul_paths(require_gpu!());
     let reference = RefBackend::new();
-    let (k, m) = (512, 37);
-    for ty in SUPPORTED_TYPES {
+    let (k, m) = (512, 128);
+    for (gpu, ty) in paths.iter().flat_map(|g| SUPPORTED_TYPES.map(|ty| (g, ty))) {
+        let path = if gpu.uses_subgroups() {
+            "subgroups"
+        } else {
+            "workgroup memory"
+        };
         let mut rng = Rng::new(100 + ty as u64);
         let tensor = weight(ty, k, m, &rng.values(k * m, 0.1));
         let (w_gpu, w_ref) = (
-            load(&gpu, &tensor, WeightUse::Matrix),
+            load(gpu, &tensor, WeightUse::Matrix),
             load(&reference, &tensor, WeightUse::Matrix),
         );
-        // 1 (decoding) and batches across the kernel's 8-token tiles.
+        // 1 (decoding), and batches across the kernel's 8-token tiles and the 8-token
+        // windows of the small bindings.
         for n in [1, 2, 9, 17] {
             let x = rng.values(n * k, 1.0);
             let got = gpu.matmul(&gpu.upload(n, k, x.clone()).unwrap(), &w_gpu);
             let expected = reference.matmul(&reference.upload(n, k, x).unwrap(), &w_ref);
             let (got, expected) = (
-                host(&gpu, &got.unwrap()),
+                host(gpu, &got.unwrap()),
                 host(&reference, &expected.unwrap()),
             );
             let err = max_rel_diff(&got, &expected);
-            assert!(err <= 1e-5, "{ty}, {n} tokens: off by {err}");
+            assert!(err <= 1e-5, "{ty}, {n} tokens, {path}: off by {err}");
         }
     }
 }
@@ -423,9 +443,10 @@ fn attention_over_the_paged_cache_matches_the_reference() {
 
 #[test]
 fn top_k_matches_the_host_selection_with_ties_and_nan() {
-    let gpu = require_gpu!();
+    // 20 rows of 4 KiB in windows of 4.
+    let gpu = with_small_bindings(require_gpu!());
     let mut rng = Rng::new(19);
-    let (n, width) = (3, 1000);
+    let (n, width) = (20, 1024);
     // Quarter steps: many ties, which go to the lower id.
     let mut logits: Vec<f32> = rng
         .values(n * width, 8.0)
@@ -463,7 +484,7 @@ fn unreadable_weights_are_refused_by_name() {
         .to_string();
     assert!(err.contains("\"w\"") && err.contains("Q2_K"), "{err}");
 
-    let gpu = gpu.with_max_weight_chunk(1000);
+    let gpu = gpu.with_max_binding(1000);
     let wide = weight(GgmlType::F32, 512, 2, &rng.values(1024, 1.0));
     let err = gpu
         .load_weight(wide, WeightUse::Matrix)

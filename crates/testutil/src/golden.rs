@@ -12,6 +12,7 @@ use std::fmt;
 use std::path::Path;
 
 use plumb_gguf::{GgmlType, GgufFile};
+use plumb_model::{Backend, KvConfig, LogitsFor, Model};
 
 /// The models with golden data.
 pub const MODELS: [&str; 3] = ["smollm2-135m", "qwen2.5-coder-0.5b", "gemma3-270m"];
@@ -327,6 +328,37 @@ pub fn check_every_prompt(
         }
     }
     assert!(failures.is_empty(), "{name}: {}", failures.join("\n"));
+}
+
+/// Tokens per forward pass of [`check_model`]; bounds the logits held at once (gemma3: 128 ×
+/// 262144 floats).
+const CHUNK: usize = 128;
+
+/// Holds `backend` to llama.cpp's golden logits of the model `name` on every golden prompt
+/// ([`check_every_prompt`], top-1 choices firm from `firm_margin` on), each prompt run
+/// teacher-forced in passes of up to [`CHUNK`] tokens. Skips loudly when the model or its
+/// golden data is missing.
+pub fn check_model<B: Backend>(name: &str, backend: B, firm_margin: f32) {
+    let test = format!("golden {name} ({})", backend.name());
+    let Some(model_path) = crate::model(&test, name) else {
+        return;
+    };
+    let Some(golden_path) = crate::shared_file(&test, &format!("golden/{name}/logits.gguf")) else {
+        return;
+    };
+    let golden = GoldenLogits::open(&golden_path).unwrap();
+    let label = format!("{name} ({})", backend.name());
+    let model = Model::load(&model_path, backend).unwrap();
+    assert_eq!(model.hparams().n_vocab, golden.n_vocab);
+    check_every_prompt(&label, &golden, firm_margin, |prompt| {
+        let mut cache = model
+            .new_kv_cache(KvConfig::new(teacher_forced_len(prompt), 1, CHUNK))
+            .unwrap();
+        score_teacher_forced(prompt, CHUNK, |tokens| {
+            let logits = model.eval(&mut cache, 0, tokens, LogitsFor::All).unwrap();
+            logits.rows().map(<[f32]>::to_vec).collect()
+        })
+    });
 }
 
 /// The total length `score_teacher_forced` feeds for `prompt`: the context a run needs.

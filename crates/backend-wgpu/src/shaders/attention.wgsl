@@ -41,6 +41,8 @@ const LOWEST: f32 = -3.0e38;
 
 var<workgroup> q_head: array<f32, 256>;
 var<workgroup> scores: array<f32, 64>;
+// exp(score − the running maximum), each computed once, by the thread that scored it.
+var<workgroup> weights: array<f32, 64>;
 var<workgroup> score_slots: array<u32, 64>;
 // The visible positions [start, end), shared so that every thread sees them as uniform.
 var<workgroup> visible: vec2<u32>;
@@ -105,13 +107,15 @@ fn main(
         for (var i = 0u; i < n; i++) {
             tile_max = max(tile_max, scores[i]);
         }
+        weights[lid] = exp(score - tile_max);
         let correction = exp(running_max - tile_max);
         sum *= correction;
         for (var j = 0u; j < DIMS_PER_THREAD; j++) {
             acc[j] *= correction;
         }
+        workgroupBarrier();
         for (var i = 0u; i < n; i++) {
-            let weight = exp(scores[i] - tile_max);
+            let weight = weights[i];
             sum += weight;
             let vb = score_slots[i] * p.v_words + v_base;
             for (var j = 0u; j < DIMS_PER_THREAD; j++) {

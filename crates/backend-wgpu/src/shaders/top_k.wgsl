@@ -3,9 +3,12 @@
 // the best of the values ordered after the one picked before.
 
 struct Params {
+    // Rows of this window.
     n_rows: u32,
     width: u32,
     k: u32,
+    // The window's first row: where its choices go in `out`.
+    first_row: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -76,7 +79,7 @@ fn main(
         prev_key = best_key[0];
         prev_index = best_index[0];
         if (valid && lid == 0u) {
-            out[row * p.k + j] = vec2<u32>(prev_index, bitcast<u32>(x[base + prev_index]));
+            out[(p.first_row + row) * p.k + j] = vec2<u32>(prev_index, bitcast<u32>(x[base + prev_index]));
         }
         workgroupBarrier();
     }
