@@ -2,6 +2,7 @@
 //! submitted only when something is read back. A forward pass is thus one command buffer,
 //! and the logits (or the top-k ids) are its only readback.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use crate::gpu::Gpu;
@@ -10,6 +11,8 @@ use crate::gpu::Gpu;
 #[derive(Default)]
 pub(crate) struct Recorder {
     pending: Mutex<Option<wgpu::CommandEncoder>>,
+    /// Command buffers submitted so far.
+    submitted: AtomicU64,
 }
 
 impl Recorder {
@@ -106,6 +109,11 @@ impl Recorder {
         }
     }
 
+    /// Command buffers submitted so far.
+    pub fn submitted(&self) -> u64 {
+        self.submitted.load(Ordering::Relaxed)
+    }
+
     /// Submits the pending work, if any.
     pub fn submit(&self, gpu: &Gpu) -> Result<(), String> {
         let pending = self
@@ -115,6 +123,7 @@ impl Recorder {
             .take();
         if let Some(encoder) = pending {
             gpu.queue.submit([encoder.finish()]);
+            self.submitted.fetch_add(1, Ordering::Relaxed);
         }
         match gpu.take_error() {
             Some(error) => Err(error),

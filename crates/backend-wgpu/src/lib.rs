@@ -107,6 +107,12 @@ impl WgpuBackend {
         self.subgroups
     }
 
+    /// Command buffers submitted so far (weight uploads aside): one per forward pass, and
+    /// one per readback an observer asks for.
+    pub fn command_buffers_submitted(&self) -> u64 {
+        self.recorder.submitted()
+    }
+
     /// The adapter's name and API, for messages: "llvmpipe (LLVM 15.0.6, 256 bits) (Vulkan)".
     pub fn adapter(&self) -> String {
         format!("{} ({:?})", self.gpu.adapter.name, self.gpu.adapter.backend)
@@ -411,7 +417,7 @@ impl Backend for WgpuBackend {
         CHECK.width("matmul", x, matrix.row_len, &weight.name)?;
         let out = self.tensor("matmul", x.n_tokens, matrix.n_rows)?;
         // Tokens per workgroup: TOKENS in matmul*.wgsl.
-        const TOKENS: usize = 8;
+        const TOKENS: usize = 16;
         let (k, m) = (matrix.row_len, matrix.n_rows);
         for window in self.token_windows("matmul", x.n_tokens, &[k * 4, m * 4])? {
             let n = window.len();

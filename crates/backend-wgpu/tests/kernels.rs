@@ -101,7 +101,7 @@ fn matmul_matches_the_reference_for_every_type_and_batch_size() {
             load(gpu, &tensor, WeightUse::Matrix),
             load(&reference, &tensor, WeightUse::Matrix),
         );
-        // 1 (decoding), and batches across the kernel's 8-token tiles and the 8-token
+        // 1 (decoding), and batches across the kernel's 16-token tiles and the 8-token
         // windows of the small bindings.
         for n in [1, 2, 9, 17] {
             let x = rng.values(n * k, 1.0);

@@ -2,8 +2,8 @@
 // layer's sliding window: a workgroup walks the token's visible positions THREADS at a time
 // (each thread scores one position, reading its slot through the sequence's block table),
 // and keeps a running maximum and sum of the softmax (the online softmax) so that no
-// position's score needs to be kept. Each thread accumulates up to MAX_HEAD_DIM / THREADS
-// of the output's dimensions.
+// position's score needs to be kept. Each thread accumulates up to two pairs of the output's
+// dimensions, one packed word of V each.
 
 struct Params {
     n_tokens: u32,
@@ -35,7 +35,7 @@ struct Params {
 
 const THREADS: u32 = 64u;
 const MAX_HEAD_DIM: u32 = 256u;
-const DIMS_PER_THREAD: u32 = 4u; // MAX_HEAD_DIM / THREADS
+const WORDS_PER_THREAD: u32 = 2u; // MAX_HEAD_DIM / 2 / THREADS
 // Below every score; a stand-in for −inf, which WGSL has no literal for.
 const LOWEST: f32 = -3.0e38;
 
@@ -84,7 +84,8 @@ fn main(
     let v_base = kv_head * p.head_dim_v / 2u;
     var running_max = LOWEST;
     var sum = 0.0;
-    var acc: array<f32, 4>;
+    var acc: array<vec2<f32>, 2>;
+    let v_words = p.head_dim_v / 2u;
     for (var p0 = range.x; p0 < range.y; p0 += THREADS) {
         let pos = p0 + lid;
         var score = LOWEST;
@@ -110,7 +111,7 @@ fn main(
         weights[lid] = exp(score - tile_max);
         let correction = exp(running_max - tile_max);
         sum *= correction;
-        for (var j = 0u; j < DIMS_PER_THREAD; j++) {
+        for (var j = 0u; j < WORDS_PER_THREAD; j++) {
             acc[j] *= correction;
         }
         workgroupBarrier();
@@ -118,11 +119,10 @@ fn main(
             let weight = weights[i];
             sum += weight;
             let vb = score_slots[i] * p.v_words + v_base;
-            for (var j = 0u; j < DIMS_PER_THREAD; j++) {
-                let d = lid + j * THREADS;
-                if (d < p.head_dim_v) {
-                    let pair = unpack2x16float(v_cache[vb + d / 2u]);
-                    acc[j] += weight * select(pair.x, pair.y, (d & 1u) == 1u);
+            for (var j = 0u; j < WORDS_PER_THREAD; j++) {
+                let word = lid + j * THREADS;
+                if (word < v_words) {
+                    acc[j] += weight * unpack2x16float(v_cache[vb + word]);
                 }
             }
         }
@@ -132,10 +132,11 @@ fn main(
 
     if (valid) {
         let o = (t * p.n_head + h) * p.head_dim_v;
-        for (var j = 0u; j < DIMS_PER_THREAD; j++) {
-            let d = lid + j * THREADS;
-            if (d < p.head_dim_v) {
-                out[o + d] = acc[j] / sum;
+        for (var j = 0u; j < WORDS_PER_THREAD; j++) {
+            let word = lid + j * THREADS;
+            if (word < v_words) {
+                out[o + 2u * word] = acc[j].x / sum;
+                out[o + 2u * word + 1u] = acc[j].y / sum;
             }
         }
     }

@@ -22,9 +22,9 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 
 const THREADS: u32 = 64u;
-const TOKENS: u32 = 8u;
+const TOKENS: u32 = 16u;
 
-var<workgroup> partial: array<f32, 512>; // TOKENS × THREADS
+var<workgroup> partial: array<f32, 1024>; // TOKENS × THREADS
 
 @compute @workgroup_size(64)
 fn main(
@@ -36,7 +36,7 @@ fn main(
     let valid = row < p.n_rows;
     let t0 = wid.z * TOKENS;
     let nt = min(TOKENS, p.n_tokens - t0);
-    var acc: array<f32, 8>;
+    var acc: array<f32, 16>;
     if (valid) {
         let base = row * p.row_bytes;
         for (var g = lid; g < p.k4; g += THREADS) {

@@ -23,7 +23,7 @@ struct Params {
 @group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 
-const TOKENS: u32 = 8u;
+const TOKENS: u32 = 16u;
 
 @compute @workgroup_size(64)
 fn main(
@@ -38,7 +38,7 @@ fn main(
     let valid = row < p.n_rows;
     let t0 = wid.z * TOKENS;
     let nt = min(TOKENS, p.n_tokens - t0);
-    var acc: array<f32, 8>;
+    var acc: array<f32, 16>;
     if (valid) {
         let base = row * p.row_bytes;
         for (var g = lane; g < p.k4; g += subgroup_size) {
