@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tokenizer speed: plumb against llama.cpp (llama-cpp-python 0.3.36) on the same text.
 
-Builds 1 MiB of mixed text (English prose from shared/golden/corpus.txt, code, CJK,
+Builds 1 MiB of mixed text (English prose from testdata/golden/corpus.txt, code, CJK,
 emoji, numbers; deterministic), plus three 1 MiB strings without a single space, and for
 each shipped model tokenizes each text with add_special=false, parse_special=false:
 first with llama.cpp (one llama_tokenize call into a buffer large enough, on this
@@ -28,7 +28,7 @@ import numpy as np
 MIB = 1 << 20
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS_DIR = os.environ.get("PLUMB_MODELS", os.path.expanduser("~/.cache/plumb/models"))
-SHARED = os.environ.get("PLUMB_SHARED", os.path.join(ROOT, "..", "shared"))
+TESTDATA = os.environ.get("PLUMB_SHARED") or os.path.join(ROOT, "testdata")
 
 CODE = [
     '''def fib(n: int) -> int:
@@ -76,7 +76,7 @@ EMOJI = ["😀", "🎉", "👍🏽", "❤️", "🇫🇷", "🚀", "🤖", "👨
 def mixed_text(seed=2024):
     """1 MiB (at most; cut at a character boundary) of mixed text, the same on every run."""
     rng = random.Random(seed)
-    with open(os.path.join(SHARED, "golden", "corpus.txt"), encoding="utf-8") as f:
+    with open(os.path.join(TESTDATA, "golden", "corpus.txt"), encoding="utf-8") as f:
         prose = [p.strip() for p in f.read().split("\n\n") if p.strip()]
     parts, size = [], 0
     while size < MIB:

@@ -1,7 +1,9 @@
 #!/bin/sh
-# Cross-builds plumb-ggml for aarch64 and runs its kernel tests under qemu user emulation,
-# once with a CPU that has the dot-product extension (NEON and NEON dotprod kernels) and once
-# with one that lacks it (NEON only; the dotprod tests skip loudly).
+# Cross-builds plumb-ggml and plumb-backend-cpu for aarch64 and runs their kernel tests (ggml's
+# dot products, the cpu backend's f32 lanes, row kernels and attention) under qemu user
+# emulation, once with a CPU that has the dot-product extension (NEON and NEON dotprod kernels)
+# and once with one that lacks it (NEON only). The second run declares the missing extension in
+# PLUMB_CPU_LACKS: ggml's tests then check that detection does not find it, instead of skipping.
 #
 # Needs: rustup target add aarch64-unknown-linux-gnu; apt-get install qemu-user gcc-aarch64-linux-gnu
 set -eu
@@ -10,7 +12,12 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target/aarch64-cross}"
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
 for cpu in max cortex-a53; do
     echo "== qemu-aarch64 -cpu $cpu"
+    lacks=""
+    [ "$cpu" = cortex-a53 ] && lacks=neon-dotprod
+    PLUMB_CPU_LACKS="$lacks" \
     CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -L /usr/aarch64-linux-gnu -cpu $cpu" \
         cargo test --release --target aarch64-unknown-linux-gnu -p plumb-ggml \
         --test vec_dot_blocks32 --test vec_dot_superblocks "$@"
+    CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -L /usr/aarch64-linux-gnu -cpu $cpu" \
+        cargo test --release --target aarch64-unknown-linux-gnu -p plumb-backend-cpu --lib "$@"
 done

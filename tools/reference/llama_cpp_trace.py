@@ -10,10 +10,10 @@ layer. It uses llama-cpp-python's low-level API and the scheduler's eval callbac
 llama.cpp calls it once per graph node to ask whether we want to see the node, and again after
 computing the nodes we said yes to, while their data is still in the compute buffer.
 
-Settings match the golden traces in shared/golden: CPU backend, f16 KV cache, flash attention
-off, one ubatch holding the whole prompt, logits for every position (so the last layer is not
-cut down to the last token). Run it with n_threads=2 (the default here) and never two llama.cpp
-processes at once on a shared machine.
+The golden traces in testdata/golden were made with it (`-p "The capital of France is"`). Its
+settings: CPU backend, f16 KV cache, flash attention off, one ubatch holding the whole prompt,
+logits for every position (so the last layer is not cut down to the last token). Run it with
+n_threads=2 (the default here) and never two llama.cpp processes at once on a shared machine.
 
 By default it keeps the nodes whose names plumb traces; `--tensors '*'` keeps every named node
 (ffn_gate-0, kq_soft_max-0, ...), which `plumb diff` ignores as names plumb lacks. Tensors are
@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 import llama_cpp
 import numpy as np
+from ggml_lib import load_ggml_base, reference_string
 from trace_format import PER_HEAD, base_of, matcher, model_info, write_trace
 
 # llama.cpp name -> plumb name (both without the layer index), where they differ. llama.cpp
@@ -71,29 +72,6 @@ class GgmlTensor(ctypes.Structure):
         ("extra", ctypes.c_void_p),
         ("padding", ctypes.c_char * 8),
     ]
-
-
-def load_ggml_base() -> ctypes.CDLL:
-    lib_dir = os.path.join(os.path.dirname(llama_cpp.__file__), "lib")
-    candidates = [os.path.join(lib_dir, n) for n in ("libggml-base.so", "libggml-base.dylib")]
-    path = next((p for p in candidates if os.path.exists(p)), None)
-    if path is None:
-        sys.exit(f"error: no libggml-base next to llama_cpp in {lib_dir}")
-    lib = ctypes.CDLL(path)
-    for fn, res, args in [
-        ("ggml_get_name", ctypes.c_char_p, [ctypes.c_void_p]),
-        ("ggml_get_data", ctypes.c_void_p, [ctypes.c_void_p]),
-        ("ggml_nbytes", ctypes.c_size_t, [ctypes.c_void_p]),
-        ("ggml_type_size", ctypes.c_size_t, [ctypes.c_int]),
-        ("ggml_blck_size", ctypes.c_int64, [ctypes.c_int]),
-        ("ggml_type_name", ctypes.c_char_p, [ctypes.c_int]),
-        ("ggml_backend_buffer_is_host", ctypes.c_bool, [ctypes.c_void_p]),
-        ("ggml_version", ctypes.c_char_p, []),
-        ("ggml_commit", ctypes.c_char_p, []),
-    ]:
-        f = getattr(lib, fn)
-        f.restype, f.argtypes = res, args
-    return lib
 
 
 def plumb_name(llama_name: str) -> str:
@@ -257,11 +235,7 @@ def main() -> None:
     if not rec.tensors:
         sys.exit("error: no tensor name matched; see --tensors")
 
-    ggml = rec.ggml
-    reference = (
-        f"llama.cpp {ggml.ggml_commit().decode()} (ggml {ggml.ggml_version().decode()}) via "
-        f"llama-cpp-python {llama_cpp.__version__}, CPU, eval callback"
-    )
+    reference = f"{reference_string(rec.ggml)}, CPU, eval callback"
     write_trace(args.output, tokens, rec.tensors, model_info(args.model, args.prompt, reference))
     print(f"wrote {args.output}: {len(tokens)} tokens, {len(rec.tensors)} tensors")
 

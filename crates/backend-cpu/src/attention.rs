@@ -20,24 +20,24 @@
 //! to positions, not to the tile. So a token's attention does not depend on how the batch was
 //! split into tiles or on the thread count.
 //!
-//! The kernels are written once over [`lanes::Lanes`], a vector of f32 lanes with one
-//! implementation per instruction set.
+//! The kernels are written once over [`Lanes`], a vector of f32 lanes with one implementation
+//! per instruction set, and run with those of the [`Isa`] the backend detected.
 
 use std::ops::Range;
 
 use half::f16;
 use plumb_backend_ref::HostTensor;
+use plumb_ggml::Isa;
 use plumb_model::{Activations, BlockTables, TokenPos};
 
 use crate::kv_storage::{decode, CpuKvStorage, KvCacheType, LayerStore};
+#[cfg(target_arch = "aarch64")]
+use crate::lanes::Neon;
+#[cfg(target_arch = "x86_64")]
+use crate::lanes::{Avx2, Avx512};
+use crate::lanes::{Lanes, Scalar};
 use crate::pool::{for_each_unit, ThreadPool};
 use crate::shared_out::SharedOut;
-
-mod lanes;
-
-#[cfg(target_arch = "x86_64")]
-use lanes::{Avx2, Avx512};
-use lanes::{Lanes, Portable};
 
 /// Positions decoded and scored together.
 const BLOCK: usize = 32;
@@ -77,25 +77,23 @@ pub fn store_kv(
     }
 }
 
-/// Attends every token over the cache, whose keys and values for the pass are stored. The
-/// caller has checked the shapes and block tables.
+/// Attends every token over the cache, whose keys and values for the pass are stored, with
+/// the kernels of `isa`, which this machine must have. The caller has checked the shapes and
+/// block tables.
 pub fn attention(
-    pool: &ThreadPool,
-    q: &HostTensor,
-    kv: &CpuKvStorage,
-    step: &LayerPass<'_>,
-) -> HostTensor {
-    attention_with(*BEST_ISA, pool, q, kv, step)
-}
-
-/// [`attention`] with the kernels of `isa`, which the CPU must have.
-fn attention_with(
     isa: Isa,
     pool: &ThreadPool,
     q: &HostTensor,
     kv: &CpuKvStorage,
     step: &LayerPass<'_>,
 ) -> HostTensor {
+    // The kernels below run `isa`'s instructions: an instruction set the CPU lacks must stop
+    // here, not fault there.
+    assert!(
+        Isa::available().contains(&isa),
+        "attention: this CPU has no {}",
+        isa.name()
+    );
     let cache_type = kv.cache_type;
     let layer = &kv.layers[step.layer];
     let shape = layer.shape;
@@ -186,23 +184,24 @@ struct TileWork {
 impl TileWork {
     /// Attends `unit` and writes its rows to `out` (`[token][head][head_dim_v]`). The kernels
     /// are compiled inside a `#[target_feature]` function per instruction set: one layer of
-    /// gemma3's 512-token prompt takes about 4 ms with AVX-512, 8 ms with AVX2 and 24 ms with
-    /// the portable lanes built for baseline x86-64, on one Zen 5 core.
+    /// gemma3's 512-token prompt takes about 4 ms with AVX-512 and 8 ms with AVX2 on one Zen 5
+    /// core.
     fn run(&mut self, isa: Isa, unit: &Unit<'_>, out: &SharedOut<'_, f32>) {
+        // SAFETY (every arm): `attention` checked that this machine has `isa`, and each arm
+        // uses only its instruction set.
         match isa {
-            // SAFETY: `Isa::Avx512` is only used on CPUs with AVX-512F and VL.
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => unsafe { self.run_avx512(unit, out) },
-            // SAFETY: `Isa::Avx2` is only used on CPUs with AVX2, FMA and F16C.
+            Isa::Avx512 | Isa::Avx512Vnni => unsafe { self.run_avx512(unit, out) },
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 => unsafe { self.run_avx2(unit, out) },
-            // SAFETY: `Portable` needs no particular instruction set.
-            Isa::Portable => unsafe { self.run_body::<Portable>(unit, out) },
+            #[cfg(target_arch = "aarch64")]
+            Isa::Neon | Isa::NeonDotprod => unsafe { self.run_neon(unit, out) },
+            _ => unsafe { self.run_body::<Scalar>(unit, out) },
         }
     }
 
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f,avx512vl,avx2,fma,f16c")]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
     unsafe fn run_avx512(&mut self, unit: &Unit<'_>, out: &SharedOut<'_, f32>) {
         self.run_body::<Avx512>(unit, out)
     }
@@ -211,6 +210,12 @@ impl TileWork {
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn run_avx2(&mut self, unit: &Unit<'_>, out: &SharedOut<'_, f32>) {
         self.run_body::<Avx2>(unit, out)
+    }
+
+    #[cfg(target_arch = "aarch64")]
+    #[target_feature(enable = "neon")]
+    unsafe fn run_neon(&mut self, unit: &Unit<'_>, out: &SharedOut<'_, f32>) {
+        self.run_body::<Neon>(unit, out)
     }
 
     /// # Safety
@@ -515,40 +520,6 @@ unsafe fn decode_row<V: Lanes>(cache_type: KvCacheType, row: &[u8], start: usize
     }
 }
 
-/// The instruction sets attention has kernels for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Isa {
-    /// AVX-512F and VL: sixteen lanes, 32 registers.
-    #[cfg(target_arch = "x86_64")]
-    Avx512,
-    /// AVX2, FMA and F16C: eight lanes, 16 registers.
-    #[cfg(target_arch = "x86_64")]
-    Avx2,
-    Portable,
-}
-
-impl Isa {
-    /// The instruction sets this CPU has, best first.
-    fn available() -> Vec<Isa> {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::is_x86_feature_detected as has;
-            [
-                (has!("avx512f") && has!("avx512vl"), Isa::Avx512),
-                (has!("avx2") && has!("fma") && has!("f16c"), Isa::Avx2),
-                (true, Isa::Portable),
-            ]
-            .into_iter()
-            .filter_map(|(present, isa)| present.then_some(isa))
-            .collect()
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        vec![Isa::Portable]
-    }
-}
-
-static BEST_ISA: std::sync::LazyLock<Isa> = std::sync::LazyLock::new(|| Isa::available()[0]);
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -700,7 +671,7 @@ mod tests {
             };
             let (q_batch, k_batch, v_batch) = (rows(&q), rows(&k), rows(&v));
             store_kv(&k_batch, &v_batch, &mut kv, 0, &slots);
-            let out = attention_with(isa, &pool, &q_batch, &kv, &step);
+            let out = attention(isa, &pool, &q_batch, &kv, &step);
             for (t, &place) in tokens.iter().enumerate() {
                 // Read through the test's own slot formula, not the tables the kernel reads.
                 let want =

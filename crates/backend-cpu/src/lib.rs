@@ -3,8 +3,10 @@
 //! Weights stay memory-mapped in their quantized form (a server also keeps them packed for the
 //! GEMM: [`CpuBackend::with_packed_weights`]). Matrix products quantize the
 //! activations once to the weight type's 8-bit partner format and use the integer SIMD kernels
-//! of [`plumb_ggml::DotKernel`], chosen at run time for this CPU. All ops run on a persistent
-//! [`ThreadPool`]; results do not depend on the thread count. The KV cache is f16 by default.
+//! of [`plumb_ggml::DotKernel`], chosen at run time for this CPU. The f32 kernels (attention,
+//! RMSNorm, the gated activations) are written once over vectors of lanes (`lanes`) and run at
+//! the same instruction set, [`plumb_ggml::Isa`]. All ops run on a persistent [`ThreadPool`];
+//! results do not depend on the thread count. The KV cache is f16 by default.
 //!
 //! It differs from the f32 reference only by llama.cpp's own roundings (8-bit activations,
 //! f16 keys and values), which `plumb verify --backend cpu` bounds layer by layer.
@@ -12,17 +14,19 @@
 mod attention;
 mod kv_rotation;
 mod kv_storage;
+mod lanes;
 mod matmul;
 mod ops;
 mod outliers;
 mod pool;
 mod rope_angles;
+mod row_kernels;
 mod shared_out;
 
 use std::sync::Arc;
 
 use plumb_backend_ref::{Checks, HostTensor};
-use plumb_ggml::{DotKernel, Isa};
+use plumb_ggml::DotKernel;
 use plumb_model::{
     Activation, AttentionStep, Backend, BlockCopy, KvLayout, PassInputs, Result, Rope,
     WeightTensor, WeightUse,
@@ -34,6 +38,7 @@ use attention::LayerPass;
 use matmul::Matrix;
 use pool::ThreadPool;
 use rope_angles::RopeAngles;
+use row_kernels::RowKernels;
 
 const NAME: &str = "cpu";
 const CHECK: Checks = Checks { backend: NAME };
@@ -41,6 +46,8 @@ const CHECK: Checks = Checks { backend: NAME };
 /// The fast CPU backend.
 pub struct CpuBackend {
     pool: ThreadPool,
+    /// The f32 kernels of the best instruction set this CPU has; attention runs that one too.
+    kernels: RowKernels,
     cache_type: KvCacheType,
     rope_angles: RopeAngles,
     /// Whether matrices are packed for the GEMM once, at load.
@@ -61,13 +68,15 @@ impl CpuBackend {
     pub fn new(n_threads: usize, cache_type: KvCacheType) -> Result<CpuBackend> {
         let pool = ThreadPool::new(n_threads.max(1))
             .map_err(|e| CHECK.error("new", format!("cannot start the thread pool: {e}")))?;
+        let kernels = RowKernels::detect();
         tracing::info!(
             threads = n_threads,
-            isa = Isa::detect().name(),
+            isa = kernels.isa().name(),
             "cpu backend"
         );
         Ok(CpuBackend {
             pool,
+            kernels,
             cache_type,
             rope_angles: RopeAngles::default(),
             pack_weights: false,
@@ -221,7 +230,7 @@ impl Backend for CpuBackend {
     fn rms_norm(&self, x: &HostTensor, weight: &CpuWeight, eps: f32) -> Result<HostTensor> {
         let weight = weight.values("rms_norm")?;
         CHECK.norm_groups(x, weight.len())?;
-        Ok(ops::rms_norm(&self.pool, x, weight, eps))
+        Ok(ops::rms_norm(&self.kernels, &self.pool, x, weight, eps))
     }
 
     fn matmul(&self, x: &HostTensor, weight: &CpuWeight) -> Result<HostTensor> {
@@ -293,7 +302,7 @@ impl Backend for CpuBackend {
         // Queries are rotated like the keys, and the output back like the values.
         let q_rotated = rotation.keys.map(|g| kv_rotation::rotate(q.clone(), g));
         let q = q_rotated.as_ref().unwrap_or(q);
-        let out = attention::attention(&self.pool, q, kv, &layer_pass);
+        let out = attention::attention(self.kernels.isa(), &self.pool, q, kv, &layer_pass);
         Ok(match rotation.values {
             Some(group) => kv_rotation::rotate(out, group),
             None => out,
@@ -307,7 +316,13 @@ impl Backend for CpuBackend {
         act: Activation,
     ) -> Result<HostTensor> {
         CHECK.same_shape("gated_activation", gate, up)?;
-        Ok(ops::gated_activation(&self.pool, gate, up, act))
+        Ok(ops::gated_activation(
+            &self.kernels,
+            &self.pool,
+            gate,
+            up,
+            act,
+        ))
     }
 
     fn add(&self, a: &HostTensor, b: &HostTensor) -> Result<HostTensor> {

@@ -1,15 +1,12 @@
-//! The elementwise and per-row operations in f32, vectorized, split across the pool by rows
-//! when the batch is large enough to pay for it.
+//! The elementwise and per-row operations in f32, split across the pool by rows when the
+//! batch is large enough to pay for it. RMSNorm and the gated activations run the vectorized
+//! [`RowKernels`] of this machine's instruction set.
 
-use std::sync::OnceLock;
-
-use half::f16;
-use half::slice::HalfFloatSliceExt;
 use plumb_backend_ref::HostTensor;
 use plumb_model::{Activation, Activations, Rope};
-use wide::f32x8;
 
 use crate::pool::{split, ThreadPool};
+use crate::row_kernels::RowKernels;
 use crate::shared_out::SharedOut;
 
 /// Elements below which an op runs on the calling thread alone.
@@ -33,31 +30,18 @@ fn for_each_row(pool: &ThreadPool, x: &mut HostTensor, f: &(dyn Fn(usize, &mut [
     });
 }
 
-fn lanes(s: &[f32]) -> f32x8 {
-    f32x8::new(s.try_into().expect("8 lanes"))
-}
-
-fn sum_of_squares(x: &[f32]) -> f32 {
-    let chunks = x.chunks_exact(8);
-    let tail: f32 = chunks.remainder().iter().map(|v| v * v).sum();
-    let mut acc = f32x8::ZERO;
-    for c in chunks {
-        let v = lanes(c);
-        acc = v.mul_add(v, acc);
-    }
-    acc.reduce_add() + tail
-}
-
 /// RMSNorm over each group of `weight.len()` elements of every row.
-pub fn rms_norm(pool: &ThreadPool, x: &HostTensor, weight: &[f32], eps: f32) -> HostTensor {
+pub fn rms_norm(
+    kernels: &RowKernels,
+    pool: &ThreadPool,
+    x: &HostTensor,
+    weight: &[f32],
+    eps: f32,
+) -> HostTensor {
     let mut out = x.clone();
     for_each_row(pool, &mut out, &|_, row| {
         for group in row.chunks_exact_mut(weight.len()) {
-            let mean = sum_of_squares(group) / group.len() as f32;
-            let scale = 1.0 / (mean + eps).sqrt();
-            for (v, &w) in group.iter_mut().zip(weight) {
-                *v = *v * scale * w;
-            }
+            kernels.rms_norm(group, weight, eps);
         }
     });
     out
@@ -98,6 +82,7 @@ pub fn rope(
 
 /// `act(gate) ⊙ up`.
 pub fn gated_activation(
+    kernels: &RowKernels,
     pool: &ThreadPool,
     gate: &HostTensor,
     up: &HostTensor,
@@ -105,73 +90,10 @@ pub fn gated_activation(
 ) -> HostTensor {
     let mut out = gate.clone();
     for_each_row(pool, &mut out, &|t, row| match act {
-        Activation::Silu => swiglu_row(row, up.row(t)),
-        Activation::GeluTanh => geglu_row(row, up.row(t)),
+        Activation::Silu => kernels.swiglu(row, up.row(t)),
+        Activation::GeluTanh => kernels.geglu(row, up.row(t)),
     });
     out
-}
-
-/// `e^x`, with the argument clamped to ±87: `wide`'s exp returns 0 from ±88 on instead of
-/// saturating, and `e^±87` is already past what any activation needs.
-fn exp8(x: f32x8) -> f32x8 {
-    x.fast_min(f32x8::splat(87.0))
-        .fast_max(f32x8::splat(-87.0))
-        .exp()
-}
-
-/// `silu(g) · u` in place over `gate`, eight lanes at a time.
-fn swiglu_row(gate: &mut [f32], up: &[f32]) {
-    let one = f32x8::splat(1.0);
-    let silu = |x: f32x8| x / (one + exp8(-x));
-    let mut chunks = gate.chunks_exact_mut(8);
-    let mut up_chunks = up.chunks_exact(8);
-    for (g, u) in (&mut chunks).zip(&mut up_chunks) {
-        g.copy_from_slice(&(silu(lanes(g)) * lanes(u)).to_array());
-    }
-    for (g, &u) in chunks
-        .into_remainder()
-        .iter_mut()
-        .zip(up_chunks.remainder())
-    {
-        *g = silu(f32x8::splat(*g)).to_array()[0] * u;
-    }
-}
-
-/// `gelu(g) · u` in place over `gate`, as ggml's CPU backend computes it: GELU read from a
-/// table indexed by the f16 rounding of `g` (and itself rounded to f16), 0 below −10 and the
-/// identity above 10. This is llama.cpp's own rounding; matching it keeps gemma's logits
-/// within llama.cpp's margins where the exact GELU drifts.
-fn geglu_row(gate: &mut [f32], up: &[f32]) {
-    let table = gelu_f16_table();
-    let mut halves = [f16::ZERO; 64];
-    for (g, u) in gate.chunks_mut(64).zip(up.chunks(64)) {
-        let halves = &mut halves[..g.len()];
-        halves.convert_from_f32_slice(g);
-        for ((x, &u), h) in g.iter_mut().zip(u).zip(halves.iter()) {
-            *x = if *x <= -10.0 {
-                0.0
-            } else if *x >= 10.0 {
-                *x * u
-            } else {
-                table[usize::from(h.to_bits())] * u
-            };
-        }
-    }
-}
-
-/// GELU (tanh approximation) of every f16 value, rounded to f16: ggml's `ggml_table_gelu_f16`.
-fn gelu_f16_table() -> &'static [f32] {
-    static TABLE: OnceLock<Vec<f32>> = OnceLock::new();
-    TABLE.get_or_init(|| {
-        (0..=u16::MAX)
-            .map(|bits| {
-                let x = f16::from_bits(bits).to_f32();
-                const SQRT_2_OVER_PI: f32 = 0.797_884_6;
-                let gelu = 0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + 0.044715 * x * x)).tanh());
-                f16::from_f32(gelu).to_f32()
-            })
-            .collect()
-    })
 }
 
 pub fn add(pool: &ThreadPool, a: &HostTensor, b: &HostTensor) -> HostTensor {
@@ -188,52 +110,11 @@ pub fn add(pool: &ThreadPool, a: &HostTensor, b: &HostTensor) -> HostTensor {
 mod tests {
     use super::*;
 
-    fn silu(x: f64) -> f64 {
-        x / (1.0 + (-x).exp())
-    }
-
-    fn gelu_tanh(x: f64) -> f64 {
-        0.5 * x * (1.0 + (0.797_884_560_802_865_4 * (x + 0.044715 * x * x * x)).tanh())
-    }
-
-    #[test]
-    fn vectorized_activations_match_their_definitions() {
-        let pool = ThreadPool::new(1).unwrap();
-        let xs: Vec<f32> = (-400..=400)
-            .map(|i| i as f32 * 0.05)
-            .chain([-100.0, 100.0, 0.0])
-            .collect();
-        let n = xs.len();
-        let gate = HostTensor::new(1, n, xs.clone());
-        let up = HostTensor::new(1, n, vec![1.0; n]);
-        for (act, f) in [
-            (Activation::Silu, silu as fn(f64) -> f64),
-            (Activation::GeluTanh, gelu_tanh),
-        ] {
-            let out = gated_activation(&pool, &gate, &up, act);
-            for (&x, &y) in xs.iter().zip(out.data()) {
-                let expected = f(f64::from(x));
-                let exact = 1e-6 * expected.abs().max(1.0);
-                // GELU goes through f16, as in ggml: its input and output are rounded to 11
-                // significant bits, and it is cut off at ±10.
-                let tolerance = match act {
-                    Activation::GeluTanh if x.abs() < 10.0 => {
-                        let (x, step) = (f64::from(x), f64::from(x).abs() / 2048.0);
-                        (f(x + step) - f(x - step)).abs() + expected.abs() / 2048.0 + 1e-7
-                    }
-                    _ => exact,
-                };
-                let err = (f64::from(y) - expected).abs();
-                assert!(err <= tolerance, "{act:?}({x}) = {y}, expected {expected}");
-            }
-        }
-    }
-
     #[test]
     fn rms_norm_normalizes_each_group() {
         let pool = ThreadPool::new(1).unwrap();
         let x = HostTensor::new(1, 4, vec![3.0, 4.0, 1.0, 1.0]);
-        let y = rms_norm(&pool, &x, &[1.0, 2.0], 0.0);
+        let y = rms_norm(&RowKernels::detect(), &pool, &x, &[1.0, 2.0], 0.0);
         let r = (12.5f32).sqrt();
         let expected = [3.0 / r, 8.0 / r, 1.0, 2.0];
         for (a, b) in y.data().iter().zip(expected) {
@@ -251,13 +132,16 @@ mod tests {
         let weight: Vec<f32> = (0..width).map(|i| 1.0 + i as f32 / 100.0).collect();
         let one = ThreadPool::new(1).unwrap();
         let three = ThreadPool::new(3).unwrap();
+        let k = RowKernels::detect();
         assert_eq!(
-            rms_norm(&one, &x, &weight, 1e-6),
-            rms_norm(&three, &x, &weight, 1e-6)
+            rms_norm(&k, &one, &x, &weight, 1e-6),
+            rms_norm(&k, &three, &x, &weight, 1e-6)
         );
-        assert_eq!(
-            gated_activation(&one, &x, &x, Activation::Silu),
-            gated_activation(&three, &x, &x, Activation::Silu)
-        );
+        for act in [Activation::Silu, Activation::GeluTanh] {
+            assert_eq!(
+                gated_activation(&k, &one, &x, &x, act),
+                gated_activation(&k, &three, &x, &x, act)
+            );
+        }
     }
 }

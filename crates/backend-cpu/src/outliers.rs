@@ -21,9 +21,11 @@ use crate::shared_out::SharedOut;
 
 /// A value is an outlier when its magnitude exceeds this multiple of its row's mean magnitude.
 /// The largest of a few thousand Gaussian values is about 5× their mean magnitude, so ordinary
-/// rows never take the split; what stays in a split row is at most this multiple of the mean,
-/// so its blocks' steps stay within a few times an ordinary block's.
-const OUTLIER_FACTOR: f32 = 32.0;
+/// rows never take the split, and Qwen2.5's first-token activations (thousands against a mean
+/// near 1) always do. At 32× about a tenth of rows split (heavy tails), and on gemma3-270m's
+/// golden `code` prompt one firm top-1 then moved away from llama.cpp's and the reference's;
+/// why is not yet understood, so the factor stays where only extreme rows split.
+const OUTLIER_FACTOR: f32 = 128.0;
 
 /// Lanes of the running sums below: wide enough for the compiler to vectorize them.
 const LANES: usize = 16;

@@ -12,8 +12,12 @@ use plumb_tokenizer::Tokenizer;
 const PROMPT: &str = "The capital of France is Paris, and the capital of Italy is Rome. The";
 
 /// The smallest cosine similarity allowed between the cpu backend's logits and the
-/// reference's: its 8-bit activations and f16 cache alone cost up to 0.0012 here.
-const MIN_COSINE_REF: f64 = 0.995;
+/// reference's, at any position. Its 8-bit activations and f16 cache cost up to 0.0078 here,
+/// and how much at which position changes with every last-bit change upstream (a value near a
+/// rounding boundary of its 8-bit block goes the other way, and that grows over the layers):
+/// the worst position measured 0.9922 to 0.9955 for smollm2 and 0.9935 to 0.9975 for gemma3
+/// with the AVX-512, AVX2 and scalar f32 kernels. The bound leaves about twice that.
+const MIN_COSINE_REF: f64 = 0.985;
 /// The same against the cpu backend computing each sequence alone: only the batch's shape
 /// differs (one-row kernels against the GEMM), while a misplaced key gives far less.
 const MIN_COSINE_CPU: f64 = 0.9999;

@@ -244,11 +244,14 @@ impl Checks {
         for c in copies {
             let mut group = layers.iter().filter(|l| l.group == c.group).peekable();
             let end = c.src.max(c.dst) + c.len;
-            if group.peek().is_none() || group.any(|l| end > l.n_slots) {
+            // Overlapping ranges would make the copy's result depend on its order.
+            let overlap = c.src < c.dst + c.len && c.dst < c.src + c.len;
+            if group.peek().is_none() || group.any(|l| end > l.n_slots) || overlap {
                 return Err(self.error(
                     "copy_kv_blocks",
                     format!(
-                        "slots {}..{} to {}..{} of group {} are not in the cache",
+                        "slots {}..{} to {}..{} of group {} are not two separate ranges in \
+                         the cache",
                         c.src,
                         c.src + c.len,
                         c.dst,

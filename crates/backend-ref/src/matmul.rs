@@ -4,7 +4,6 @@
 use plumb_ggml::{dequantize_row, KernelError};
 use plumb_model::{Activations, WeightTensor};
 use rayon::prelude::*;
-use wide::f32x8;
 
 use crate::tensor::HostTensor;
 
@@ -64,18 +63,12 @@ pub fn to_f32(w: &WeightTensor) -> Result<Vec<f32>, KernelError> {
     Ok(out)
 }
 
-/// The dot product, accumulated in two 8-lane vectors. The explicit lanes are what let it
-/// vectorize: a plain running sum is a serial dependency that the compiler may not reorder,
-/// and at the workspace's test opt-level it does not vectorize lane arrays on its own.
-/// Always inlined: the cpu backend calls it per attention score, inside code built for wider
-/// vector units.
-#[inline(always)]
+/// The dot product in a fixed order: sixteen running sums, element `i` into sum `i mod 16`,
+/// then the elements after the last whole sixteen, then the sums pairwise (`s_j + s_{j+8}`)
+/// and those eight in order. Independent sums are what let it vectorize (a single running
+/// sum is a chain the compiler may not reorder); plain arrays of them need no SIMD crate.
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     debug_assert_eq!(a.len(), b.len());
-    #[inline(always)]
-    fn lanes(s: &[f32]) -> f32x8 {
-        f32x8::new(s.try_into().expect("8 lanes"))
-    }
     let a_blocks = a.chunks_exact(16);
     let b_blocks = b.chunks_exact(16);
     let tail: f32 = a_blocks
@@ -84,12 +77,14 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
         .zip(b_blocks.remainder())
         .map(|(x, y)| x * y)
         .sum();
-    let (mut acc0, mut acc1) = (f32x8::ZERO, f32x8::ZERO);
+    let mut sums = [0.0f32; 16];
     for (x, y) in a_blocks.zip(b_blocks) {
-        acc0 += lanes(&x[..8]) * lanes(&y[..8]);
-        acc1 += lanes(&x[8..]) * lanes(&y[8..]);
+        for ((s, x), y) in sums.iter_mut().zip(x).zip(y) {
+            *s += x * y;
+        }
     }
-    (acc0 + acc1).reduce_add() + tail
+    let pairs: [f32; 8] = std::array::from_fn(|j| sums[j] + sums[j + 8]);
+    pairs.iter().sum::<f32>() + tail
 }
 
 #[cfg(test)]

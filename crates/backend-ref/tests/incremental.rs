@@ -7,13 +7,13 @@ use common::max_rel_diff;
 use plumb_backend_ref::RefBackend;
 use plumb_model::{KvConfig, LogitsFor, Model};
 use plumb_testutil::golden::GoldenLogits;
-use plumb_testutil::{require_model, require_shared};
+use plumb_testutil::{require_model, testdata};
 
 const DECODE_STEPS: usize = 4;
 
 fn check(name: &str) {
     let model_path = require_model!(name);
-    let golden = require_shared!(&format!("golden/{name}/logits.gguf"));
+    let golden = testdata(&format!("golden/{name}/logits.gguf"));
     let tokens = GoldenLogits::open(&golden)
         .unwrap()
         .prompt("code")

@@ -1,11 +1,11 @@
-//! Every intermediate llama.cpp recorded for the `short` prompt (`shared/golden/<model>/
+//! Every intermediate llama.cpp recorded for the `short` prompt (`testdata/golden/<model>/
 //! trace.gguf`) against the reference backend's observer output under the same name: same
 //! shape, and a relative RMS difference within what llama.cpp's 8-bit activations explain.
 
 use plumb_backend_ref::RefBackend;
 use plumb_gguf::{GgmlType, GgufFile};
 use plumb_model::{Batch, KvConfig, LogitsFor, Model, Recorder};
-use plumb_testutil::{require_model, require_shared};
+use plumb_testutil::{require_model, testdata};
 
 /// The README expects 1e-3 to 4e-2 for an exact implementation; this leaves headroom while
 /// still catching a wrong norm, scale, RoPE pairing or residual (those give O(1) errors).
@@ -23,7 +23,7 @@ fn rel_rms(ours: &[f32], theirs: &[f32]) -> f64 {
 
 fn check_trace(name: &str) {
     let model_path = require_model!(name);
-    let trace_path = require_shared!(&format!("golden/{name}/trace.gguf"));
+    let trace_path = testdata(&format!("golden/{name}/trace.gguf"));
     let trace = GgufFile::open(&trace_path).unwrap();
     let tokens: Vec<u32> = trace
         .tensor_bytes("tokens")

@@ -2,6 +2,7 @@
 //! the backend they choose.
 
 use plumb_backend_cpu::{CpuBackend, KvCacheType};
+use plumb_backend_cuda::CudaBackend;
 use plumb_backend_ref::RefBackend;
 use plumb_backend_wgpu::WgpuBackend;
 use plumb_model::Backend;
@@ -9,6 +10,8 @@ use plumb_model::Backend;
 /// A backend plumb can run on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum BackendChoice {
+    /// The CUDA backend: weights, activations and the f16 KV cache on the first GPU
+    Cuda,
     /// The fast CPU backend: integer SIMD kernels on the quantized weights, all cores
     Cpu,
     /// The f32 reference: plain, obviously correct, the yardstick for every other backend
@@ -20,24 +23,41 @@ pub enum BackendChoice {
 impl BackendChoice {
     pub fn name(self) -> &'static str {
         match self {
+            BackendChoice::Cuda => "cuda",
             BackendChoice::Cpu => "cpu",
             BackendChoice::Ref => "ref",
             BackendChoice::Wgpu => "wgpu",
         }
+    }
+
+    /// The backend that runs when none is asked for: cuda where this machine has a CUDA
+    /// device, else cpu.
+    pub fn default_here() -> BackendChoice {
+        if CudaBackend::available() {
+            BackendChoice::Cuda
+        } else {
+            BackendChoice::Cpu
+        }
+    }
+
+    /// `choice`, or the default of this machine.
+    pub fn or_default(choice: Option<BackendChoice>) -> BackendChoice {
+        choice.unwrap_or_else(BackendChoice::default_here)
     }
 }
 
 /// The flags every command that runs a model shares.
 #[derive(clap::Args, Debug, Clone)]
 pub struct BackendArgs {
-    /// The backend that runs the model
-    #[arg(long, value_enum, default_value_t = BackendChoice::Cpu)]
-    pub backend: BackendChoice,
+    /// The backend that runs the model [default: cuda where a CUDA device is present, else
+    /// cpu]
+    #[arg(long, value_enum)]
+    pub backend: Option<BackendChoice>,
     /// Threads for the CPU backend [default: all cores]
     #[arg(short = 't', long)]
     pub threads: Option<usize>,
     /// How the cpu backend stores the KV cache: f32, f16 or q8_0 [default: f16; the ref
-    /// backend always uses f32, the wgpu backend f16]
+    /// backend always uses f32, the cuda and wgpu backends f16]
     #[arg(long, value_name = "TYPE")]
     pub cache_type: Option<KvCacheType>,
 }
@@ -53,7 +73,7 @@ impl BackendArgs {
     /// The flags for `backend` with every other setting at its default.
     pub fn with_backend(backend: BackendChoice) -> Self {
         BackendArgs {
-            backend,
+            backend: Some(backend),
             threads: None,
             cache_type: None,
         }
@@ -64,9 +84,15 @@ impl BackendArgs {
         self.cache_type.unwrap_or(KvCacheType::F16)
     }
 
+    /// The backend the flags chose, or this machine's default.
+    pub fn choice(&self) -> BackendChoice {
+        BackendChoice::or_default(self.backend)
+    }
+
     /// Bytes of one key or value element in the chosen backend's KV cache.
     pub fn kv_element_bytes(&self) -> f64 {
-        match self.backend {
+        match self.choice() {
+            BackendChoice::Cuda => 2.0,
             BackendChoice::Cpu => self.cache_type().bytes(32) as f64 / 32.0,
             BackendChoice::Ref => 4.0,
             BackendChoice::Wgpu => 2.0,
@@ -95,7 +121,19 @@ impl BackendArgs {
         if self.threads == Some(0) {
             anyhow::bail!("--threads must be at least 1");
         }
-        match self.backend {
+        match self.choice() {
+            BackendChoice::Cuda => {
+                if let Some(ty) = self.cache_type.filter(|&t| t != KvCacheType::F16) {
+                    anyhow::bail!(
+                        "--cache-type {}: the cuda backend keeps its KV cache in f16",
+                        ty.name()
+                    );
+                }
+                let backend = CudaBackend::new(0).map_err(|e| {
+                    anyhow::anyhow!("--backend cuda: {e} (--backend cpu runs without a GPU)")
+                })?;
+                body.run(backend)
+            }
             BackendChoice::Cpu => {
                 let backend = CpuBackend::new(self.threads(), self.cache_type())?;
                 body.run(if batched {

@@ -83,6 +83,51 @@ fn table_skips_tests_of_length_zero() {
 }
 
 #[test]
+fn depth_and_parallel_tests_are_named_as_llama_cpp_names_them() {
+    let model = require_model!("smollm2-135m");
+    let model = model.to_str().unwrap();
+    let tests = |args: &[&str]| -> Vec<(String, u64, u64)> {
+        let common = ["bench", "-m", model, "-r", "1", "-t", "1", "--json"];
+        let o = plumb(&[&common[..], args].concat());
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let rows: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+        rows.iter()
+            .map(|r| {
+                let rate = r["avg_ts"].as_f64().unwrap();
+                assert!(rate > 0.0 && rate.is_finite(), "{r}");
+                let n = |key: &str| r[key].as_u64().unwrap();
+                (
+                    r["test"].as_str().unwrap().to_owned(),
+                    n("n_prompt"),
+                    n("n_gen"),
+                )
+            })
+            .collect()
+    };
+    let named = |v: &[(&str, u64, u64)]| -> Vec<(String, u64, u64)> {
+        v.iter().map(|&(t, p, n)| (t.to_owned(), p, n)).collect()
+    };
+    assert_eq!(
+        tests(&["-p", "8", "-n", "3", "-d", "0,20"]),
+        named(&[
+            ("pp8", 8, 0),
+            ("tg3", 0, 3),
+            ("pp8 @ d20", 8, 0),
+            ("tg3 @ d20", 0, 3),
+        ])
+    );
+    assert_eq!(
+        tests(&["-p", "6", "-n", "2", "--parallel", "1,3"]),
+        named(&[
+            ("pp6 ×1", 6, 0),
+            ("tg2 ×1", 0, 2),
+            ("pp6 ×3", 6, 0),
+            ("tg2 ×3", 0, 2),
+        ])
+    );
+}
+
+#[test]
 fn bad_settings_are_errors() {
     let model = require_model!("smollm2-135m");
     let model = model.to_str().unwrap();
@@ -90,6 +135,14 @@ fn bad_settings_are_errors() {
         (vec!["-r", "0"], "--repetitions must be at least 1"),
         (vec!["-t", "0"], "--threads must be at least 1"),
         (vec!["--cache-type", "q4_0"], "unknown cache type"),
+        (
+            vec!["--parallel", "2,0"],
+            "--parallel counts must be at least 1",
+        ),
+        (
+            vec!["--parallel", "2", "-d", "8"],
+            "--n-depth and --parallel cannot be combined",
+        ),
     ] {
         let o = plumb(&[&["bench", "-m", model][..], &args].concat());
         assert!(!o.status.success(), "{args:?}");

@@ -1,5 +1,5 @@
 //! `plumb inspect` end to end: the summary of each shipped model against the figures in
-//! `shared/models/README.md`, and tensor dumps of files made with the GGUF writer.
+//! `testdata/models.md`, and tensor dumps of files made with the GGUF writer.
 
 mod common;
 use common::plumb;

@@ -4,7 +4,7 @@
 mod common;
 use common::plumb;
 
-use plumb_testutil::{require_model, require_shared};
+use plumb_testutil::{require_model, testdata};
 
 fn final_ppl(stdout: &str) -> f64 {
     let line = stdout
@@ -31,11 +31,11 @@ fn value_after(stdout: &str, label: &str) -> f64 {
         .unwrap()
 }
 
-/// The whole corpus, as `shared/golden/<model>/ppl.json` records llama.cpp's figure for it.
+/// The whole corpus, as `testdata/golden/<model>/ppl.json` records llama.cpp's figure for it.
 fn matches_llama_cpp_perplexity(name: &str) {
     let model = require_model!(name);
-    let corpus = require_shared!("golden/corpus.txt");
-    let ppl_json = require_shared!(&format!("golden/{name}/ppl.json"));
+    let corpus = testdata("golden/corpus.txt");
+    let ppl_json = testdata(&format!("golden/{name}/ppl.json"));
     let golden: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(ppl_json).unwrap()).unwrap();
     let expected = golden["ppl_second_half"].as_f64().unwrap();
@@ -83,7 +83,7 @@ fn qwen2_perplexity_matches_llama_cpp() {
 #[test]
 fn kl_divergence_against_a_saved_base() {
     let model = require_model!("smollm2-135m");
-    let corpus = require_shared!("golden/corpus.txt");
+    let corpus = testdata("golden/corpus.txt");
     let dir = tempfile::tempdir().unwrap();
     let base = dir.path().join("base.logprobs.gguf");
     let (m, c, b) = (

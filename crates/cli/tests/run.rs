@@ -22,7 +22,7 @@ fn greedy_generation_matches_llama_cpp() {
     ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    // llama.cpp's greedy continuation (shared/golden/smollm2-135m/logits.gguf, `short`): its
+    // llama.cpp's greedy continuation (testdata/golden/smollm2-135m/logits.gguf, `short`): its
     // first five steps all have margins above 0.5.
     assert_eq!(String::from_utf8_lossy(&out.stdout), " Paris.\n\nThe\n");
     for timing in [

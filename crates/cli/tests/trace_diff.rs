@@ -1,5 +1,5 @@
 //! `plumb trace` then `plumb diff` against llama.cpp's own hidden states
-//! (`shared/golden/<model>/trace.gguf`), and a deliberately broken model whose first divergent
+//! (`testdata/golden/<model>/trace.gguf`), and a deliberately broken model whose first divergent
 //! tensor `plumb diff` must name.
 
 mod common;
@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use plumb_gguf::{GgufFile, GgufWriter};
-use plumb_testutil::{require_model, require_shared};
+use plumb_testutil::{require_model, testdata};
 use plumb_verify::Trace;
 
 const PROMPT: &str = "The capital of France is";
@@ -46,7 +46,7 @@ fn diff(a: &Path, b: &Path, preset: &str) -> (Option<i32>, serde_json::Value) {
 /// Both backends' traces of the prompt against llama.cpp's.
 fn matches_llama_cpp(name: &str) {
     let model = require_model!(name);
-    let golden = require_shared!(&format!("golden/{name}/trace.gguf"));
+    let golden = testdata(&format!("golden/{name}/trace.gguf"));
     let dir = tempfile::tempdir().unwrap();
     let t_golden = Trace::read(&golden).unwrap();
     for backend in ["ref", "cpu"] {
@@ -109,7 +109,7 @@ fn with_zeroed_tensor(model: &Path, tensor: &str, out: &Path) {
 #[test]
 fn dropped_qwen2_bias_is_named_as_the_first_divergence() {
     let model = require_model!("qwen2.5-coder-0.5b");
-    let golden = require_shared!("golden/qwen2.5-coder-0.5b/trace.gguf");
+    let golden = testdata("golden/qwen2.5-coder-0.5b/trace.gguf");
     let dir = tempfile::tempdir().unwrap();
     let broken_model: PathBuf = dir.path().join("no-q-bias.gguf");
     with_zeroed_tensor(&model, "blk.0.attn_q.bias", &broken_model);
@@ -178,5 +178,5 @@ fn verify_compares_a_backend_with_the_reference() {
 
     let o = plumb(&["verify", "-m", model.to_str().unwrap(), "--backend", "tpu"]);
     assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("possible values: cpu, ref, wgpu"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("possible values: cuda, cpu, ref, wgpu"));
 }

@@ -79,6 +79,19 @@ impl<'t> Sequence<'t> {
         Ok(token)
     }
 
+    /// How many of a row's largest logits [`Sequence::sample_top`] needs, when it can do
+    /// without the others (see [`Sampler::needs_only_top`]).
+    pub fn needs_only_top(&self) -> Option<usize> {
+        self.sampler.needs_only_top()
+    }
+
+    /// [`Sequence::sample`] from a row's largest logits.
+    pub fn sample_top(&mut self, top: &[(u32, f32)]) -> Result<u32, SamplingError> {
+        let token = self.sampler.sample_top(top)?;
+        self.sampler.accept(token);
+        Ok(token)
+    }
+
     /// Takes a sampled token: its text, and whether the continuation ends with it. Checks, in
     /// order, end of generation, stop strings, `max_tokens` and the context.
     pub fn push(&mut self, token: u32) -> Result<Pushed, TokenizerError> {

@@ -55,6 +55,32 @@ proptest! {
         }
     }
 
+    /// Sampling from the top logits a backend found (`Model::forward_top_k`) draws what
+    /// sampling the whole row draws, token for token, for any chain that asks only for them.
+    #[test]
+    fn sample_top_draws_what_sample_draws(
+        logits in prop::collection::vec((-6i8..6).prop_map(f32::from), 2..200),
+        k in 1usize..60,
+        temp in 0.0f32..2.0,
+        seed in 0u32..1000,
+    ) {
+        let config = SamplingConfig { top_k: k, temperature: temp, seed, ..SamplingConfig::default() };
+        let (mut whole, mut top) = (
+            Sampler::new(config.clone(), logits.len()).unwrap(),
+            Sampler::new(config, logits.len()).unwrap(),
+        );
+        let needed = top.needs_only_top();
+        if k < logits.len() {
+            prop_assert_eq!(needed, Some(k));
+        }
+        let Some(needed) = needed else { return Ok(()) };
+        for _ in 0..4 {
+            let best = plumb_model::top_k(&logits, needed + 3);
+            prop_assert_eq!(whole.sample(&logits).unwrap(), top.sample_top(&best).unwrap());
+        }
+        prop_assert!(top.sample_top(&plumb_model::top_k(&logits, needed - 1)).is_err());
+    }
+
     #[test]
     fn top_k_keeps_exactly_the_k_largest(logits in logits_strategy(), k in 1usize..300) {
         let mut c = Candidates::from_logits(&logits).unwrap();

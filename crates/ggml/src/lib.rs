@@ -6,7 +6,8 @@
 //! The reference quantizers (`quantize_row`) reproduce ggml's `quantize_row_*_ref` byte for
 //! byte. `dot_row` is the plain scalar yardstick that faster kernels are checked against;
 //! [`DotKernel`] holds those faster kernels (integer dot products against quantized
-//! activations, per instruction set).
+//! activations, per instruction set), and [`Isa`] the one detection of the instruction set that
+//! every CPU kernel of plumb dispatches on.
 //!
 //! One module per family, each documenting its block layouts:
 //! - `float`: F32, F16, BF16;
@@ -27,6 +28,7 @@ mod float;
 mod fp;
 mod iq;
 mod iq_tables;
+mod isa;
 mod k_quants;
 mod legacy;
 mod mxfp4;
@@ -36,8 +38,9 @@ mod vec_dot;
 
 pub use dot::dot_row;
 pub use error::KernelError;
+pub use isa::Isa;
 pub use plumb_gguf::{GgmlType, QK_K};
-pub use vec_dot::{DotKernel, GemmKernel, Isa};
+pub use vec_dot::{DotKernel, GemmKernel};
 
 type Dequantizer = fn(&[u8], &mut [f32]);
 type Quantizer = fn(&[f32], &mut [u8]);

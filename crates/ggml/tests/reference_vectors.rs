@@ -98,7 +98,7 @@ fn same_bits(a: f32, b: f32) -> bool {
 
 #[test]
 fn dequantization_is_bit_exact_with_ggml() {
-    let path = plumb_testutil::require_shared!("testdata/quant-vectors.gguf");
+    let path = plumb_testutil::testdata("quant/quant-vectors.gguf");
     let v = Vectors::open(&path);
     let mut failures = Vec::new();
     println!("type     dequant bit-exact");
@@ -138,7 +138,7 @@ fn dequantization_is_bit_exact_with_ggml() {
 
 #[test]
 fn reference_quantizers_are_byte_exact_with_ggml() {
-    let path = plumb_testutil::require_shared!("testdata/quant-vectors.gguf");
+    let path = plumb_testutil::testdata("quant/quant-vectors.gguf");
     let v = Vectors::open(&path);
     let source = v.f32_tensor("source");
     let mut failures = Vec::new();
@@ -190,7 +190,7 @@ fn activations(n: usize, seed: u32) -> Vec<f32> {
 
 #[test]
 fn dot_row_matches_dequantize_then_dot_on_every_row() {
-    let path = plumb_testutil::require_shared!("testdata/quant-vectors.gguf");
+    let path = plumb_testutil::testdata("quant/quant-vectors.gguf");
     let v = Vectors::open(&path);
     for ty in TYPES_IN_FILE {
         let weights = v.f32_tensor(&format!("{}.f32", ty.name()));

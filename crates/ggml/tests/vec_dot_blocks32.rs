@@ -50,14 +50,7 @@ fn simd_isas() -> &'static [Isa] {
             .into_iter()
             .filter(|&isa| isa != Isa::Scalar)
             .filter(|isa| {
-                let ok = available.contains(isa);
-                if !ok {
-                    plumb_testutil::skip(
-                        "vec_dot_blocks32",
-                        &format!("this CPU lacks {}", isa.name()),
-                    );
-                }
-                ok
+                plumb_testutil::cpu_has("vec_dot_blocks32", isa.name(), available.contains(isa))
             })
             .collect()
     })
@@ -639,13 +632,15 @@ proptest! {
 
 /// The signed types have a GEMM where the CPU has AVX-512 VNNI; without it the tests above
 /// check nothing, so say so.
+#[cfg(target_arch = "x86_64")]
 #[test]
 fn signed_types_have_a_gemm_with_vnni() {
-    if !Isa::available().contains(&Isa::Avx512Vnni) {
-        plumb_testutil::skip(
-            "signed_types_have_a_gemm_with_vnni",
-            "this CPU lacks avx512-vnni",
-        );
+    let vnni = Isa::available().contains(&Isa::Avx512Vnni);
+    if !plumb_testutil::cpu_has(
+        "signed_types_have_a_gemm_with_vnni",
+        Isa::Avx512Vnni.name(),
+        vnni,
+    ) {
         return;
     }
     for ty in [
@@ -662,11 +657,11 @@ fn signed_types_have_a_gemm_with_vnni() {
 fn every_isa_has_every_type() {
     let available = Isa::available();
     for isa in expected_isas() {
-        if !available.contains(&isa) {
-            plumb_testutil::skip(
-                "every_isa_has_every_type",
-                &format!("this CPU lacks {}", isa.name()),
-            );
+        if !plumb_testutil::cpu_has(
+            "every_isa_has_every_type",
+            isa.name(),
+            available.contains(&isa),
+        ) {
             continue;
         }
         for ty in TYPES {

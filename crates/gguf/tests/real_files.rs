@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use plumb_gguf::{GgmlType, GgufFile};
-use plumb_testutil::{require_model, require_shared};
+use plumb_testutil::{require_model, testdata};
 
 fn count_by_type(f: &GgufFile) -> BTreeMap<GgmlType, usize> {
     let mut counts = BTreeMap::new();
@@ -15,7 +15,7 @@ fn count_by_type(f: &GgufFile) -> BTreeMap<GgmlType, usize> {
 
 #[test]
 fn quant_vectors_file_has_every_type() {
-    let path = require_shared!("testdata/quant-vectors.gguf");
+    let path = testdata("quant/quant-vectors.gguf");
     let f = GgufFile::open(path).unwrap();
     let source = f.require_tensor("source").unwrap();
     assert_eq!(
@@ -36,7 +36,7 @@ fn quant_vectors_file_has_every_type() {
     );
 }
 
-/// Tensor counts by type and hyperparameters, as `shared/models/README.md` lists them.
+/// Tensor counts by type and hyperparameters, as `testdata/models.md` lists them.
 fn check_model(name: &str, arch: &str, expected: &[(GgmlType, usize)], layers: u32, n_embd: u32) {
     let path = require_model!(name);
     let f = GgufFile::open(&path).unwrap();

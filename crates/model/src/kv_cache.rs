@@ -306,7 +306,10 @@ impl<'a> PassKv<'a> {
 }
 
 impl<B: Backend> KvCache<B> {
-    pub(crate) fn new(layout: KvLayout, storage: B::KvStorage) -> Self {
+    /// A cache of `layout` in `storage`, which the backend made for it
+    /// ([`Backend::new_kv_storage`]). [`crate::Model::new_kv_cache`] makes one for a model;
+    /// a backend's own tests make one for a layout of their choosing.
+    pub fn new(layout: KvLayout, storage: B::KvStorage) -> Self {
         KvCache {
             paging: Paging::new(layout.block_size, &layout.groups, layout.n_seq),
             layout,
@@ -408,7 +411,7 @@ impl<B: Backend> KvCache<B> {
 
     /// Checks that a batch can run against this cache: sequence ids in range, each sequence's
     /// positions continuing where it left off, and room for them.
-    pub(crate) fn check(&self, tokens: &[TokenPos]) -> Result<()> {
+    fn check(&self, tokens: &[TokenPos]) -> Result<()> {
         if tokens.is_empty() {
             return Err(ModelError::Batch("the batch is empty".to_owned()));
         }
@@ -451,7 +454,7 @@ impl<B: Backend> KvCache<B> {
     }
 
     /// Makes the block copies that forks and truncations asked for.
-    pub(crate) fn copy_pending(&mut self, backend: &B) -> Result<()> {
+    fn copy_pending(&mut self, backend: &B) -> Result<()> {
         let copies = self.paging.pending_copies();
         if !copies.is_empty() {
             backend.copy_kv_blocks(&mut self.storage, copies)?;
@@ -460,12 +463,32 @@ impl<B: Backend> KvCache<B> {
         Ok(())
     }
 
+    /// Runs one pass over the cache: checks the batch's places, makes the pending block
+    /// copies, gives the batch's sequences the blocks it writes and hands `pass` the storage
+    /// and where the pass reads and writes it. When `pass` succeeds the cache holds the
+    /// tokens; when it fails, the blocks it took go back. Fails, changing nothing, when a pool
+    /// is exhausted. [`crate::Model`] runs every forward pass through here; a backend's tests
+    /// run single ops the same way.
+    pub fn run_pass<R>(
+        &mut self,
+        backend: &B,
+        tokens: &[u32],
+        places: &[TokenPos],
+        pass: impl FnOnce(&mut B::KvStorage, PassKv<'_>) -> Result<R>,
+    ) -> Result<R> {
+        self.check(places)?;
+        self.copy_pending(backend)?;
+        let result = {
+            let (storage, kv) = self.begin_pass(places)?;
+            pass(storage, kv)
+        };
+        self.end_pass(tokens, places, result.is_ok());
+        result
+    }
+
     /// Gives a checked batch's sequences the blocks it writes, and returns the storage and
     /// where the pass reads and writes it. Fails, changing nothing, when a pool is exhausted.
-    pub(crate) fn begin_pass(
-        &mut self,
-        places: &[TokenPos],
-    ) -> Result<(&mut B::KvStorage, PassKv<'_>)> {
+    fn begin_pass(&mut self, places: &[TokenPos]) -> Result<(&mut B::KvStorage, PassKv<'_>)> {
         self.paging.grow(places)?;
         let slots = (0..self.layout.groups.len())
             .map(|g| self.paging.slots(g, places))
@@ -479,7 +502,7 @@ impl<B: Backend> KvCache<B> {
 
     /// Records a pass begun with [`Self::begin_pass`]: its tokens if it wrote them, else the
     /// blocks it took go back.
-    pub(crate) fn end_pass(&mut self, tokens: &[u32], places: &[TokenPos], written: bool) {
+    fn end_pass(&mut self, tokens: &[u32], places: &[TokenPos], written: bool) {
         if written {
             self.paging.written(tokens, places);
         } else {

@@ -38,7 +38,7 @@ pub use backend::{
     Activation, Activations, AttentionStep, Backend, GatedFfnWeights, PassInputs, Projection,
     TokenPos, WeightUse,
 };
-pub use batch::{argmax, top_k, Batch, Logits, LogitsFor};
+pub use batch::{argmax, top_k, Batch, Logits, LogitsFor, TopLogits};
 pub use error::{ModelError, Result};
 pub use hparams::{Architecture, HyperParams};
 pub use kv_cache::{

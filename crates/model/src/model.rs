@@ -9,7 +9,7 @@ use crate::arch::gemma3::Gemma3;
 use crate::arch::llama::{Llama, LLAMA};
 use crate::arch::qwen2::QWEN2;
 use crate::backend::{Backend, PassInputs};
-use crate::batch::{Batch, Logits, LogitsFor};
+use crate::batch::{Batch, Logits, LogitsFor, TopLogits};
 use crate::hparams::{Architecture, HyperParams};
 use crate::kv_cache::{KvCache, KvConfig, KvLayout, LayerKv};
 use crate::observer::Observer;
@@ -137,7 +137,25 @@ impl<B: Backend> Model<B> {
     /// asked for. The cache's sequences take the blocks the batch needs; when a pool has too
     /// few this fails with [`ModelError::KvPoolExhausted`] and the cache is unchanged.
     pub fn forward(&self, batch: &Batch, cache: &mut KvCache<B>) -> Result<Logits> {
-        self.run(batch, cache, None)
+        self.run(batch, cache, None, |logits| self.host_logits(batch, logits))
+    }
+
+    /// [`Model::forward`] that brings back only the `k` largest logits of each row the batch
+    /// asked for, found by the backend where it computed them: for a sampler whose chain
+    /// starts by keeping the top `k` (greedy decoding keeps 1), the rest of the vocabulary
+    /// never needs to reach the host.
+    pub fn forward_top_k(
+        &self,
+        batch: &Batch,
+        cache: &mut KvCache<B>,
+        k: usize,
+    ) -> Result<TopLogits> {
+        self.run(batch, cache, None, |logits| {
+            Ok(TopLogits::new(
+                batch.output_rows(),
+                self.backend.top_k(logits, k)?,
+            ))
+        })
     }
 
     /// [`Model::forward`], showing every named intermediate to `observer`.
@@ -147,7 +165,9 @@ impl<B: Backend> Model<B> {
         cache: &mut KvCache<B>,
         observer: &mut dyn Observer,
     ) -> Result<Logits> {
-        self.run(batch, cache, Some(observer))
+        self.run(batch, cache, Some(observer), |logits| {
+            self.host_logits(batch, logits)
+        })
     }
 
     /// Evaluates a run of tokens that continues sequence `seq`, in batches as large as the
@@ -179,13 +199,23 @@ impl<B: Backend> Model<B> {
         Ok(Logits::new(self.hparams.n_vocab, rows, values))
     }
 
-    fn run(
+    fn host_logits(&self, batch: &Batch, logits: &B::Tensor) -> Result<Logits> {
+        let values = self.backend.to_host(logits)?;
+        Ok(Logits::new(
+            self.hparams.n_vocab,
+            batch.output_rows(),
+            values,
+        ))
+    }
+
+    /// One pass over `batch`; `output` takes the logits of the rows the batch asked for.
+    fn run<T>(
         &self,
         batch: &Batch,
         cache: &mut KvCache<B>,
         observer: Option<&mut dyn Observer>,
-    ) -> Result<Logits> {
-        cache.check(batch.places())?;
+        output: impl FnOnce(&B::Tensor) -> Result<T>,
+    ) -> Result<T> {
         if let Some((i, &token)) = batch
             .tokens()
             .iter()
@@ -197,23 +227,23 @@ impl<B: Backend> Model<B> {
                 self.hparams.n_vocab
             )));
         }
-        cache.copy_pending(&self.backend)?;
         let output_rows = batch.output_rows();
-        let values = {
-            let (storage, kv) = cache.begin_pass(batch.places())?;
-            let inputs = PassInputs::new(batch.tokens(), batch.places(), &output_rows, kv);
-            self.backend.begin_pass(&inputs).and_then(|state| {
+        cache.run_pass(
+            &self.backend,
+            batch.tokens(),
+            batch.places(),
+            |storage, kv| {
+                let inputs = PassInputs::new(batch.tokens(), batch.places(), &output_rows, kv);
+                let state = self.backend.begin_pass(&inputs)?;
                 // The observer's own lifetime is shortened to the pass's.
                 let observer = observer.map(|o| &mut *o as &mut dyn Observer);
                 let mut pass = Pass::new(&self.backend, &state, storage, observer);
-                match &self.decoder {
+                let logits = match &self.decoder {
                     Decoder::Llama(d) => d.forward(&mut pass),
                     Decoder::Gemma3(d) => d.forward(&mut pass),
-                }
-                .and_then(|logits| self.backend.to_host(&logits))
-            })
-        };
-        cache.end_pass(batch.tokens(), batch.places(), values.is_ok());
-        Ok(Logits::new(self.hparams.n_vocab, output_rows, values?))
+                }?;
+                output(&logits)
+            },
+        )
     }
 }

@@ -1,5 +1,5 @@
-//! llama.cpp's golden next-token distributions (`shared/golden/<model>/logits.gguf`) and the
-//! metrics every backend is held to (see `shared/golden/README.md`):
+//! llama.cpp's golden next-token distributions (`testdata/golden/<model>/logits.gguf`) and the
+//! metrics every backend is held to (see `testdata/golden/README.md`):
 //!
 //! - coarsened KL(llama.cpp ‖ plumb) over llama.cpp's top-64 tokens plus one "rest" bucket,
 //!   averaged over positions: at most [`MAX_MEAN_KL`];
@@ -53,7 +53,7 @@ pub struct GoldenPrompt {
 }
 
 impl GoldenLogits {
-    /// `shared/golden/<model>/logits.gguf`.
+    /// `testdata/golden/<model>/logits.gguf`.
     pub fn open(path: &Path) -> Result<Self, String> {
         let file = GgufFile::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let md = file.metadata();
@@ -336,17 +336,15 @@ const CHUNK: usize = 128;
 
 /// Holds `backend` to llama.cpp's golden logits of the model `name` on every golden prompt
 /// ([`check_every_prompt`], top-1 choices firm from `firm_margin` on), each prompt run
-/// teacher-forced in passes of up to [`CHUNK`] tokens. Skips loudly when the model or its
-/// golden data is missing.
+/// teacher-forced in passes of up to [`CHUNK`] tokens. Every backend's golden tests call it.
+/// Skips loudly when the model is missing; its golden data is part of the repository.
 pub fn check_model<B: Backend>(name: &str, backend: B, firm_margin: f32) {
     let test = format!("golden {name} ({})", backend.name());
     let Some(model_path) = crate::model(&test, name) else {
         return;
     };
-    let Some(golden_path) = crate::shared_file(&test, &format!("golden/{name}/logits.gguf")) else {
-        return;
-    };
-    let golden = GoldenLogits::open(&golden_path).unwrap();
+    let golden =
+        GoldenLogits::open(&crate::testdata(&format!("golden/{name}/logits.gguf"))).unwrap();
     let label = format!("{name} ({})", backend.name());
     let model = Model::load(&model_path, backend).unwrap();
     assert_eq!(model.hparams().n_vocab, golden.n_vocab);

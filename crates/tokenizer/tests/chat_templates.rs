@@ -51,8 +51,7 @@ macro_rules! golden_chat_test {
         #[test]
         fn $test() {
             let model = plumb_testutil::require_model!($model);
-            let logits =
-                plumb_testutil::require_shared!(concat!("golden/", $model, "/logits.gguf"));
+            let logits = plumb_testutil::testdata(concat!("golden/", $model, "/logits.gguf"));
             check_golden_chat($model, &model, &logits);
         }
     };

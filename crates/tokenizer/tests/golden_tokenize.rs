@@ -1,4 +1,4 @@
-//! Every string in `shared/golden/<model>/tokenize.json` must give llama.cpp's ids in each
+//! Every string in `testdata/golden/<model>/tokenize.json` must give llama.cpp's ids in each
 //! recorded mode, llama.cpp's pieces, and detokenize to llama.cpp's bytes.
 
 use plumb_gguf::GgufFile;
@@ -134,8 +134,7 @@ macro_rules! golden_test {
         #[test]
         fn $test() {
             let model = plumb_testutil::require_model!($model);
-            let golden =
-                plumb_testutil::require_shared!(concat!("golden/", $model, "/tokenize.json"));
+            let golden = plumb_testutil::testdata(concat!("golden/", $model, "/tokenize.json"));
             assert!(check_model($model, &golden, &model) > 0);
         }
     };

@@ -2,7 +2,7 @@
 //!
 //! - [`Trace`]: the named intermediates of one run, stored as a GGUF file of F32 tensors in
 //!   graph order, with the run's provenance in metadata. llama.cpp's own hidden states
-//!   (`shared/golden/<model>/trace.gguf`) are in the same format.
+//!   (`testdata/golden/<model>/trace.gguf`) are in the same format.
 //! - [`TensorStats`]: what engine authors print by hand when hunting a bug.
 //! - [`diff`]: compares two traces tensor by tensor and names the first divergence.
 //! - [`NllMean`], [`KlStats`]: perplexity and KL divergence the way llama-perplexity does them.

@@ -2,12 +2,12 @@
 //! format.
 
 use plumb_model::ObservedTensor;
-use plumb_testutil::require_shared;
+use plumb_testutil::testdata;
 use plumb_verify::{diff, Tolerance, Trace, TraceError, TraceInfo};
 
 #[test]
 fn golden_traces_read_as_traces() {
-    let path = require_shared!("golden/smollm2-135m/trace.gguf");
+    let path = testdata("golden/smollm2-135m/trace.gguf");
     let t = Trace::read(path).unwrap();
     assert_eq!(t.info.model_file.as_deref(), Some("smollm2-135m.gguf"));
     assert_eq!(t.tokens.len(), 5);

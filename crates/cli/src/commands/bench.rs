@@ -6,13 +6,19 @@
 //! empty context. Each test runs once to warm up, then `--repetitions` times; the rate is the
 //! mean of the repetitions' tokens per second, ± their standard deviation. The tokens are
 //! arbitrary but fixed, as llama-bench's are, since speed does not depend on them.
+//!
+//! `--n-depth D` (llama-bench's `-d`) first fills the context with D tokens, untimed, so that
+//! `tgN @ dD` measures generation with D positions already cached. `--parallel S` instead
+//! measures what llama-batched-bench does: S sequences each take an N-token prompt (`ppN ×S`,
+//! all prompts together) and then generate M tokens in S-token passes, one token of each
+//! sequence per pass (`tgM ×S`); the rates are aggregate tokens per second.
 
 use std::time::Instant;
 
 use anyhow::Context;
 use plumb_backend_cpu::KvCacheType;
 use plumb_gguf::GgufFile;
-use plumb_model::{Backend, KvConfig, LogitsFor, Model};
+use plumb_model::{Backend, Batch, KvConfig, LogitsFor, Model};
 use serde_json::json;
 
 use crate::backend_choice::{BackendArgs, BackendChoice, WithBackend};
@@ -38,15 +44,27 @@ pub struct Args {
         default_value = "128"
     )]
     n_gen: Vec<usize>,
+    /// Context depths: tokens already in the cache before each test, comma-separated
+    #[arg(
+        short = 'd',
+        long = "n-depth",
+        value_delimiter = ',',
+        default_value = "0"
+    )]
+    n_depth: Vec<usize>,
+    /// Sequence counts for batched tests (as llama-batched-bench), comma-separated: each
+    /// count S runs S sequences of a -p prompt then -n generated tokens
+    #[arg(long, value_delimiter = ',')]
+    parallel: Vec<usize>,
     /// Repetitions of each test
     #[arg(short = 'r', long, default_value_t = 5)]
     repetitions: usize,
     /// Thread counts to test, comma-separated [default: all cores]
     #[arg(short = 't', long, value_delimiter = ',')]
     threads: Vec<usize>,
-    /// The backend to measure
-    #[arg(long, value_enum, default_value_t = BackendChoice::Cpu)]
-    backend: BackendChoice,
+    /// The backend to measure [default: cuda where a CUDA device is present, else cpu]
+    #[arg(long, value_enum)]
+    backend: Option<BackendChoice>,
     /// KV cache type for the cpu backend: f32, f16 or q8_0 [default: f16]
     #[arg(long, value_name = "TYPE")]
     cache_type: Option<KvCacheType>,
@@ -90,11 +108,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.batch_size == 0 {
         anyhow::bail!("--batch-size must be at least 1");
     }
+    if args.parallel.contains(&0) {
+        anyhow::bail!("--parallel counts must be at least 1");
+    }
+    if !args.parallel.is_empty() && args.n_depth.iter().any(|&d| d > 0) {
+        anyhow::bail!("--n-depth and --parallel cannot be combined");
+    }
     let path = plumb_hub::resolve_model(&args.model)?;
     let file = GgufFile::open(&path).with_context(|| format!("reading {}", path.display()))?;
     let description = ModelDescription::of(&file);
+    let choice = BackendChoice::or_default(args.backend);
     let thread_counts = if args.threads.is_empty() {
-        vec![BackendArgs::with_backend(args.backend).threads()]
+        vec![BackendArgs::with_backend(choice).threads()]
     } else {
         args.threads.clone()
     };
@@ -102,7 +127,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut samples = Vec::new();
     for &threads in &thread_counts {
         let backend = BackendArgs {
-            backend: args.backend,
+            backend: Some(choice),
             threads: Some(threads),
             cache_type: args.cache_type,
         };
@@ -113,7 +138,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         })?);
     }
     let peak_rss = peak_rss_bytes();
-    let backend_label = match (args.backend, args.cache_type) {
+    let backend_label = match (choice, args.cache_type) {
         (BackendChoice::Cpu, ty) => format!("cpu ({})", ty.unwrap_or(KvCacheType::F16).name()),
         (choice, _) => choice.name().to_owned(),
     };
@@ -185,57 +210,161 @@ impl WithBackend for Measure<'_> {
         let args = self.args;
         let model = Model::load(self.path, backend)
             .with_context(|| format!("loading {}", self.path.display()))?;
-        let n_vocab = model.hparams().n_vocab as u32;
-        let longest = args
-            .n_prompt
-            .iter()
-            .chain(&args.n_gen)
-            .copied()
-            .max()
-            .unwrap_or(0);
-        let mut cache = model.new_kv_cache(KvConfig::new(
-            longest.max(1),
-            1,
-            args.batch_size.min(longest).max(1),
-        ))?;
-        // Fixed, arbitrary tokens spread over the vocabulary.
-        let token = |i: usize| ((i as u64 * 2_654_435_761) % u64::from(n_vocab)) as u32;
-        let mut samples = Vec::new();
+        if args.parallel.is_empty() {
+            single_sequence(&model, args, self.threads)
+        } else {
+            parallel_sequences(&model, args, self.threads)
+        }
+    }
+}
+
+/// Fixed, arbitrary tokens spread over the vocabulary.
+fn token<B: Backend>(model: &Model<B>, i: usize) -> u32 {
+    let n_vocab = model.hparams().n_vocab as u64;
+    ((i as u64 * 2_654_435_761) % n_vocab) as u32
+}
+
+/// llama-bench's tests: ppN and tgN of one sequence, at each depth.
+fn single_sequence<B: Backend>(
+    model: &Model<B>,
+    args: &Args,
+    threads: usize,
+) -> anyhow::Result<Vec<Sample>> {
+    let longest = args
+        .n_prompt
+        .iter()
+        .chain(&args.n_gen)
+        .copied()
+        .max()
+        .unwrap_or(0);
+    let deepest = args.n_depth.iter().copied().max().unwrap_or(0);
+    let mut cache = model.new_kv_cache(KvConfig::new(
+        (deepest + longest).max(1),
+        1,
+        args.batch_size.min(deepest.max(longest)).max(1),
+    ))?;
+    let mut samples = Vec::new();
+    for &depth in &args.n_depth {
+        let suffix = if depth > 0 {
+            format!(" @ d{depth}")
+        } else {
+            String::new()
+        };
+        // The context before each timed run: `depth` tokens, untimed.
+        let fill = |cache: &mut plumb_model::KvCache<B>| -> anyhow::Result<()> {
+            cache.clear_seq(0);
+            if depth > 0 {
+                let tokens: Vec<u32> = (0..depth).map(|i| token(model, i)).collect();
+                model.eval(cache, 0, &tokens, LogitsFor::Last)?;
+            }
+            Ok(())
+        };
         for &n in args.n_prompt.iter().filter(|&&n| n > 0) {
-            let tokens: Vec<u32> = (0..n).map(token).collect();
+            let tokens: Vec<u32> = (0..n).map(|i| token(model, depth + i)).collect();
             let rates = repeat(args.repetitions, || {
-                cache.clear_seq(0);
+                fill(&mut cache)?;
                 let start = Instant::now();
                 model.eval(&mut cache, 0, &tokens, LogitsFor::Last)?;
                 Ok(n as f64 / start.elapsed().as_secs_f64())
             })?;
             samples.push(Sample {
-                test: format!("pp{n}"),
+                test: format!("pp{n}{suffix}"),
                 n_prompt: n,
                 n_gen: 0,
-                threads: self.threads,
+                threads,
                 rates,
             });
         }
         for &n in args.n_gen.iter().filter(|&&n| n > 0) {
             let rates = repeat(args.repetitions, || {
-                cache.clear_seq(0);
+                fill(&mut cache)?;
                 let start = Instant::now();
                 for i in 0..n {
-                    model.eval(&mut cache, 0, &[token(i)], LogitsFor::Last)?;
+                    model.eval(&mut cache, 0, &[token(model, depth + i)], LogitsFor::Last)?;
                 }
                 Ok(n as f64 / start.elapsed().as_secs_f64())
             })?;
             samples.push(Sample {
-                test: format!("tg{n}"),
+                test: format!("tg{n}{suffix}"),
                 n_prompt: 0,
                 n_gen: n,
-                threads: self.threads,
+                threads,
                 rates,
             });
         }
-        Ok(samples)
     }
+    Ok(samples)
+}
+
+/// llama-batched-bench's tests: for each sequence count S and each (prompt, generation)
+/// length pair, S prompts in passes of at most `--batch-size` tokens, then the generation in
+/// passes of one token per sequence, each pass's logits for every sequence.
+fn parallel_sequences<B: Backend>(
+    model: &Model<B>,
+    args: &Args,
+    threads: usize,
+) -> anyhow::Result<Vec<Sample>> {
+    let most = args.parallel.iter().copied().max().unwrap_or(1);
+    let longest_prompt = args.n_prompt.iter().copied().max().unwrap_or(0);
+    let longest_gen = args.n_gen.iter().copied().max().unwrap_or(0);
+    let mut cache = model.new_kv_cache(KvConfig::new(
+        (longest_prompt + longest_gen).max(1),
+        most,
+        args.batch_size.max(most),
+    ))?;
+    let mut samples = Vec::new();
+    for &seqs in &args.parallel {
+        for &n_prompt in &args.n_prompt {
+            for &n_gen in &args.n_gen {
+                let (mut pp_rates, mut tg_rates) = (Vec::new(), Vec::new());
+                for rep in 0..=args.repetitions {
+                    for seq in 0..seqs {
+                        cache.clear_seq(seq);
+                    }
+                    // Every sequence's prompt, sequence after sequence, in full passes.
+                    let prompt: Vec<(usize, usize)> = (0..seqs)
+                        .flat_map(|seq| (0..n_prompt).map(move |pos| (seq, pos)))
+                        .collect();
+                    let start = Instant::now();
+                    for pass in prompt.chunks(args.batch_size.max(seqs)) {
+                        let mut batch = Batch::new();
+                        for &(seq, pos) in pass {
+                            let last = pos + 1 == n_prompt;
+                            batch.push(token(model, seq * n_prompt + pos), seq, pos, last);
+                        }
+                        model.forward(&batch, &mut cache)?;
+                    }
+                    let pp = (seqs * n_prompt) as f64 / start.elapsed().as_secs_f64();
+                    let start = Instant::now();
+                    for i in 0..n_gen {
+                        let mut batch = Batch::new();
+                        for seq in 0..seqs {
+                            batch.push(token(model, seq + i), seq, n_prompt + i, true);
+                        }
+                        model.forward(&batch, &mut cache)?;
+                    }
+                    let tg = (seqs * n_gen) as f64 / start.elapsed().as_secs_f64();
+                    // Repetition 0 warms up.
+                    if rep > 0 {
+                        pp_rates.push(pp);
+                        tg_rates.push(tg);
+                    }
+                }
+                for (test, n, rates) in [("pp", n_prompt, pp_rates), ("tg", n_gen, tg_rates)] {
+                    if n > 0 {
+                        samples.push(Sample {
+                            test: format!("{test}{n} ×{seqs}"),
+                            n_prompt: if test == "pp" { n } else { 0 },
+                            n_gen: if test == "tg" { n } else { 0 },
+                            threads,
+                            rates,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    Ok(samples)
 }
 
 /// One warm-up run, then `n` measured ones.

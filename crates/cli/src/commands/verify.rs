@@ -26,12 +26,14 @@ pub struct Args {
     #[arg(short, long, default_value = "The capital of France is")]
     prompt: String,
     /// Largest allowed relative RMS error [default: 0.2 (the llama.cpp preset) for cpu, whose
-    /// 8-bit activations round as llama.cpp's do; 1e-2 for wgpu, which rounds only its KV
-    /// cache to f16; 1e-3 (same-engine) for ref]
+    /// 8-bit activations round as llama.cpp's do, and for cuda, whose KV cache is f16 and whose
+    /// products of many rows take f16 operands; 1e-2 for wgpu, which rounds only its KV cache
+    /// to f16; 1e-3 (same-engine) for ref]
     #[arg(long, value_name = "REL")]
     tolerance: Option<f64>,
     /// Largest allowed KL divergence of the backend's next-token distribution from the
-    /// reference's, at any position [default: 0.05 for cpu; 1e-3 for wgpu; 1e-6 for ref]
+    /// reference's, at any position [default: 0.05 for cpu and cuda; 1e-3 for wgpu; 1e-6 for
+    /// ref]
     #[arg(long, value_name = "KL")]
     max_kl: Option<f64>,
 }
@@ -54,7 +56,8 @@ pub fn run(args: Args) -> ExitCode {
         // rounding noise; one that keeps an f16 KV cache, that cache's; the reference only has
         // f32's.
         let (mut tolerance, max_kl) = match args.backend {
-            BackendChoice::Cpu => (Tolerance::LLAMA_CPP, 0.05),
+            // f16 keys and values, and f16 operands in cuBLAS's products of many rows.
+            BackendChoice::Cuda | BackendChoice::Cpu => (Tolerance::LLAMA_CPP, 0.05),
             BackendChoice::Ref => (Tolerance::SAME_ENGINE, 1e-6),
             BackendChoice::Wgpu => (Tolerance::F16_KV, 1e-3),
         };

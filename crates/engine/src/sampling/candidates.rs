@@ -67,27 +67,21 @@ impl Candidates {
     /// partitioning 150k candidates to keep 40.
     pub fn fill_top(&mut self, logits: &[f32], k: usize) -> Result<(), SamplingError> {
         check_finite(logits)?;
+        self.fill_sorted(&plumb_model::top_k(logits, k))
+    }
+
+    /// What [`Candidates::fill_top`] gives, from the top logits already found (by the backend,
+    /// [`plumb_model::Model::forward_top_k`]): (id, logit), largest first, ties lower id first.
+    pub fn fill_sorted(&mut self, top: &[(u32, f32)]) -> Result<(), SamplingError> {
+        if let Some(&(token, value)) = top.iter().find(|(_, l)| !l.is_finite()) {
+            return Err(SamplingError::NonFiniteLogit { token, value });
+        }
         self.items.clear();
+        self.items.extend(
+            top.iter()
+                .map(|&(id, logit)| Candidate { id, logit, p: 0.0 }),
+        );
         self.sorted = true;
-        if k == 0 {
-            return Ok(());
-        }
-        for (id, &logit) in logits.iter().enumerate() {
-            // Equal logits keep the lower id first, so a later equal one ranks below.
-            if self.items.len() == k && self.items[k - 1].logit >= logit {
-                continue;
-            }
-            if self.items.len() == k {
-                self.items.pop();
-            }
-            let at = self.items.partition_point(|c| c.logit >= logit);
-            let candidate = Candidate {
-                id: id as u32,
-                logit,
-                p: 0.0,
-            };
-            self.items.insert(at, candidate);
-        }
         Ok(())
     }
 

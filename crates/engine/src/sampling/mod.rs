@@ -44,6 +44,10 @@ pub enum SamplingError {
     VocabularySize { expected: usize, got: usize },
     #[error("no token is left to sample: the samplers and logit biases ruled out every one")]
     NoCandidates,
+    #[error("this sampler chain needs every logit, not only the largest")]
+    NeedsAllLogits,
+    #[error("{got} of the largest logits, where the chain keeps the top {needed}")]
+    TooFewTopLogits { needed: usize, got: usize },
     #[error("unknown sampler {name:?}; known: {}", known_names())]
     UnknownSampler { name: String },
     #[error("unknown sampler letter {letter:?}; known: {}", KNOWN_LETTERS)]
@@ -366,11 +370,39 @@ impl Sampler {
             });
         }
         let leading_top_k = self.leading_top_k();
-        let c = &mut self.candidates;
         match leading_top_k {
-            Some(k) => c.fill_top(logits, k)?,
-            None => c.fill(logits)?,
+            Some(k) => self.candidates.fill_top(logits, k)?,
+            None => self.candidates.fill(logits)?,
         }
+        self.run_chain()
+    }
+
+    /// How many of a row's largest logits this chain needs, when it needs no others: the
+    /// `k` of a chain whose first step that does anything is top-k. A backend can then find
+    /// them where it computed the logits ([`plumb_model::Model::forward_top_k`]).
+    pub fn needs_only_top(&self) -> Option<usize> {
+        self.leading_top_k()
+    }
+
+    /// [`Sampler::sample`] from a row's largest logits, largest first (ties: lower id first),
+    /// at least [`Sampler::needs_only_top`] of them; what it gives for the whole row.
+    pub fn sample_top(&mut self, top: &[(u32, f32)]) -> Result<u32, SamplingError> {
+        let Some(k) = self.leading_top_k() else {
+            return Err(SamplingError::NeedsAllLogits);
+        };
+        if top.len() < k.min(self.n_vocab) {
+            return Err(SamplingError::TooFewTopLogits {
+                needed: k,
+                got: top.len(),
+            });
+        }
+        self.candidates.fill_sorted(&top[..k.min(top.len())])?;
+        self.run_chain()
+    }
+
+    /// Logit bias, the configured samplers, then the draw, over the candidates as filled.
+    fn run_chain(&mut self) -> Result<u32, SamplingError> {
+        let c = &mut self.candidates;
         logit_bias(c, &self.config.logit_bias);
         for kind in &self.config.samplers {
             match kind {

@@ -1,0 +1,98 @@
+//! The backend's own kernels (everything but the matrix products), loaded once per backend.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaFunction, LaunchConfig};
+use plumb_model::Result;
+
+use crate::error::failed;
+use crate::nvrtc::load_module;
+
+const F16: &str = include_str!("kernels/f16.cuh");
+
+/// Each kernel source file, by the name its module and cache entries get.
+pub(crate) fn sources() -> [(&'static str, String); 7] {
+    [
+        ("elementwise", include_str!("kernels/elementwise.cu").into()),
+        ("rms_norm", include_str!("kernels/rms_norm.cu").into()),
+        ("rope", include_str!("kernels/rope.cu").into()),
+        ("kv", format!("{F16}{}", include_str!("kernels/kv.cu"))),
+        (
+            "attention",
+            format!("{F16}{}", include_str!("kernels/attention.cu")),
+        ),
+        (
+            "fused",
+            format!("{F16}{}", include_str!("kernels/fused.cu")),
+        ),
+        ("top_k", include_str!("kernels/top_k.cu").into()),
+    ]
+}
+
+pub(crate) struct Kernels {
+    pub add: CudaFunction,
+    pub add_bias: CudaFunction,
+    pub scale: CudaFunction,
+    pub gated_silu: CudaFunction,
+    pub gated_gelu_tanh: CudaFunction,
+    pub select_rows: CudaFunction,
+    pub rms_norm: CudaFunction,
+    pub rope: CudaFunction,
+    pub store_kv: CudaFunction,
+    pub copy_within: CudaFunction,
+    pub attention_partial: CudaFunction,
+    pub attention_combine: CudaFunction,
+    pub add_rms_norm: CudaFunction,
+    pub rope_store_kv: CudaFunction,
+    pub gated_activation_bias: CudaFunction,
+    pub top_k: CudaFunction,
+}
+
+impl Kernels {
+    pub fn load(ctx: &Arc<CudaContext>) -> Result<Kernels> {
+        let [elementwise, rms_norm, rope, kv, attention, fused, top_k] =
+            sources().map(|(name, source)| load_module(ctx, name, &source));
+        let (elementwise, rms_norm, rope, kv, attention, fused, top_k) = (
+            elementwise?,
+            rms_norm?,
+            rope?,
+            kv?,
+            attention?,
+            fused?,
+            top_k?,
+        );
+        let f = |module: &Arc<cudarc::driver::CudaModule>, name: &str| {
+            module.load_function(name).map_err(failed("load_module"))
+        };
+        Ok(Kernels {
+            add: f(&elementwise, "add")?,
+            add_bias: f(&elementwise, "add_bias")?,
+            scale: f(&elementwise, "scale")?,
+            gated_silu: f(&elementwise, "gated_silu")?,
+            gated_gelu_tanh: f(&elementwise, "gated_gelu_tanh")?,
+            select_rows: f(&elementwise, "select_rows")?,
+            rms_norm: f(&rms_norm, "rms_norm")?,
+            rope: f(&rope, "rope")?,
+            store_kv: f(&kv, "store_kv")?,
+            copy_within: f(&kv, "copy_within")?,
+            attention_partial: f(&attention, "attention_partial")?,
+            attention_combine: f(&attention, "attention_combine")?,
+            add_rms_norm: f(&fused, "add_rms_norm")?,
+            rope_store_kv: f(&fused, "rope_store_kv")?,
+            gated_activation_bias: f(&fused, "gated_activation_bias")?,
+            top_k: f(&top_k, "top_k")?,
+        })
+    }
+}
+
+/// A grid for a grid-stride loop over `n` elements: enough blocks to cover them, capped
+/// where more would only queue.
+pub(crate) fn grid_stride(n: usize) -> LaunchConfig {
+    const THREADS: usize = 256;
+    const MAX_BLOCKS: usize = 1 << 16;
+    LaunchConfig {
+        grid_dim: (n.div_ceil(THREADS).clamp(1, MAX_BLOCKS) as u32, 1, 1),
+        block_dim: (THREADS as u32, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}

@@ -1,0 +1,100 @@
+// Fused forms of the model's composite ops (Backend::add_rms_norm, rope_store_kv, the gated
+// FFN's activation): one launch where the primitives take two or three, each computing
+// exactly what the primitives' kernels compute, in the same order.
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// sum = a + b, and out = RMSNorm(sum) in groups of `group` (rms_norm.cu's arithmetic): one
+// block per group.
+extern "C" __global__ void add_rms_norm(const float* a, const float* b, const float* weight,
+                                        float* sum, float* out, unsigned int group, float eps) {
+    __shared__ float warp_sums[32];
+    const unsigned long long base = (unsigned long long)blockIdx.x * group;
+    float ss = 0.0f;
+    for (unsigned int i = threadIdx.x; i < group; i += blockDim.x) {
+        const float s = a[base + i] + b[base + i];
+        sum[base + i] = s;
+        ss += s * s;
+    }
+    ss = warp_sum(ss);
+    const unsigned int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (lane == 0) warp_sums[warp] = ss;
+    __syncthreads();
+    if (warp == 0) {
+        ss = lane < blockDim.x / 32 ? warp_sums[lane] : 0.0f;
+        ss = warp_sum(ss);
+        if (lane == 0) warp_sums[0] = ss;
+    }
+    __syncthreads();
+    const float inv = rsqrtf(warp_sums[0] / group + eps);
+    // Each thread reads back only the sums it wrote.
+    for (unsigned int i = threadIdx.x; i < group; i += blockDim.x)
+        out[base + i] = sum[base + i] * inv * weight[i];
+}
+
+// Rotates one pair of a head in place (rope.cu's arithmetic).
+__device__ __forceinline__ void rotate(float* h, unsigned int pair, unsigned int half, int neox,
+                                       double s, double c) {
+    const unsigned int a = neox ? pair : 2 * pair;
+    const unsigned int b = neox ? pair + half : 2 * pair + 1;
+    const double xa = h[a], xb = h[b];
+    h[a] = (float)(xa * c - xb * s);
+    h[b] = (float)(xa * s + xb * c);
+}
+
+// RoPE on each token's Q and K heads, in place, then its K and V rows into its slot as f16
+// (kv.cu's store_kv). One block per (token, head): block y < n_head rotates query head y, the
+// others key head y - n_head, and store that key head and the value head of the same index;
+// a decoded token thus spreads over n_head + n_head_kv blocks instead of one.
+extern "C" __global__ void rope_store_kv(float* q, float* k, const float* v,
+                                         const unsigned int* positions, const double* inv_freq,
+                                         const unsigned int* slots, unsigned short* k_cache,
+                                         unsigned short* v_cache, unsigned int n_head,
+                                         unsigned int n_head_kv, unsigned int head_dim,
+                                         unsigned int n_rot, int neox, unsigned int v_width) {
+    const unsigned int t = blockIdx.x, y = blockIdx.y, half = n_rot / 2;
+    const double pos = positions[t];
+    const unsigned int k_width = n_head_kv * head_dim;
+    const bool query = y < n_head;
+    const unsigned int kh = y - n_head;
+    float* head = query ? q + ((unsigned long long)t * n_head + y) * head_dim
+                        : k + (unsigned long long)t * k_width + kh * head_dim;
+    for (unsigned int i = threadIdx.x; i < half; i += blockDim.x) {
+        double s, c;
+        sincos(pos * inv_freq[i], &s, &c);
+        rotate(head, i, half, neox, s, c);
+    }
+    if (query) return;  // the whole block: y is the block's
+    // Every thread stores what other threads rotated.
+    __syncthreads();
+    const unsigned long long slot = slots[t];
+    for (unsigned int i = threadIdx.x; i < head_dim; i += blockDim.x)
+        k_cache[slot * k_width + kh * head_dim + i] = f2h(head[i]);
+    const unsigned int v_head = v_width / n_head_kv;
+    for (unsigned int i = threadIdx.x; i < v_head; i += blockDim.x)
+        v_cache[slot * v_width + kh * v_head + i] =
+            f2h(v[(unsigned long long)t * v_width + kh * v_head + i]);
+}
+
+// act(gate + gate_bias) * (up + up_bias), the biases optional (has_* = 0: none; the pointer
+// is then not read). `act` 0 is SiLU, 1 GELU-tanh (elementwise.cu's arithmetic).
+extern "C" __global__ void gated_activation_bias(const float* gate, const float* gate_bias,
+                                                 int has_gate_bias, const float* up,
+                                                 const float* up_bias, int has_up_bias,
+                                                 float* out, unsigned int width, int act,
+                                                 unsigned long long n) {
+    const float SQRT_2_OVER_PI = 0.7978845608028654f;
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+         i += (unsigned long long)gridDim.x * blockDim.x) {
+        float x = gate[i], u = up[i];
+        if (has_gate_bias) x += gate_bias[i % width];
+        if (has_up_bias) u += up_bias[i % width];
+        const float g = act == 0
+            ? x / (1.0f + expf(-x))
+            : 0.5f * x * (1.0f + tanhf(SQRT_2_OVER_PI * (x + 0.044715f * x * x * x)));
+        out[i] = g * u;
+    }
+}

@@ -1,0 +1,426 @@
+//! The CUDA backend: weights, activations and the KV cache (in f16) live on one GPU.
+//!
+//! CUDA is loaded at run time (the driver, NVRTC, cuBLAS), so plumb builds and runs without
+//! it; [`CudaBackend::available`] says whether this machine can use this backend. Kernels are
+//! CUDA C compiled by NVRTC for the device at start-up and cached on disk (see `nvrtc`).
+//! Every op is queued on one stream. A pass's bookkeeping (tokens, positions, KV slots, block
+//! tables, output rows) goes to the device in one copy at [`Backend::begin_pass`]; only
+//! [`Backend::to_host`] and [`Backend::top_k`] wait for the device.
+//!
+//! It differs from the f32 reference by the f16 rounding of keys and values and by the
+//! matrix kernels' own roundings, which `plumb verify --backend cuda` bounds layer by layer.
+
+mod attention;
+mod error;
+mod kernels;
+mod kv_storage;
+mod matmul;
+mod nvrtc;
+mod ops;
+mod pass_inputs;
+mod rope_table;
+mod tensor;
+mod weight;
+
+use std::sync::Arc;
+
+use cudarc::driver::{sys::CUdevice_attribute, CudaContext, CudaSlice, CudaStream};
+use plumb_backend_ref::Checks;
+use plumb_model::{
+    Activation, Activations, AttentionStep, Backend, BlockCopy, GatedFfnWeights, KvLayout,
+    PassInputs, Projection, Result, Rope, WeightTensor, WeightUse,
+};
+
+pub use kv_storage::CudaKvStorage;
+pub use nvrtc::KERNELS_ENV;
+pub use pass_inputs::CudaPass;
+pub use tensor::CudaTensor;
+pub use weight::CudaWeight;
+
+use attention::Attention;
+use error::{error, failed, NAME};
+use kernels::Kernels;
+use matmul::Matmul;
+use ops::Ops;
+use rope_table::RopeTables;
+use weight::{DeviceWeight, WeightKind};
+
+const CHECK: Checks = Checks { backend: NAME };
+/// The largest `k` that [`Backend::top_k`] finds on the device (one pass over the row per
+/// entry); a larger one copies the logits to the host.
+const MAX_DEVICE_TOP_K: usize = 64;
+
+/// The CUDA backend, on one device.
+pub struct CudaBackend {
+    stream: Arc<CudaStream>,
+    kernels: Kernels,
+    matmul: Matmul,
+    rope_tables: RopeTables,
+    n_sm: usize,
+    /// The device's name, for reports.
+    device_name: String,
+}
+
+impl CudaBackend {
+    /// Whether a CUDA driver and at least one device are present.
+    pub fn available() -> bool {
+        device_count().is_ok_and(|n| n > 0)
+    }
+
+    /// The number of CUDA devices, or why there are none to be had (no driver library, a
+    /// driver that fails to start).
+    pub fn device_count() -> Result<usize> {
+        device_count()
+    }
+
+    /// A backend on device `ordinal`, its kernels compiled (or taken from the cache).
+    pub fn new(ordinal: usize) -> Result<CudaBackend> {
+        let n = device_count()?;
+        if ordinal >= n {
+            return Err(error(
+                "new",
+                format!("no CUDA device {ordinal}: this machine has {n}"),
+            ));
+        }
+        let ctx = CudaContext::new(ordinal).map_err(failed("new"))?;
+        // One stream orders every op, so cudarc's per-buffer events (for sharing buffers
+        // between streams) would only add two driver calls to each launch.
+        // SAFETY: no buffer exists yet, and none is ever used on another stream.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.default_stream();
+        let device_name = ctx.name().map_err(failed("new"))?;
+        let (major, minor) = ctx.compute_capability().map_err(failed("new"))?;
+        let n_sm = ctx
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(failed("new"))?;
+        tracing::info!(device = ordinal, name = %device_name, arch = format!("{major}.{minor}"), n_sm, "cuda backend");
+        Ok(CudaBackend {
+            kernels: Kernels::load(&ctx)?,
+            matmul: Matmul::new(&ctx)?,
+            rope_tables: RopeTables::default(),
+            n_sm: usize::try_from(n_sm).unwrap_or(1).max(1),
+            device_name,
+            stream,
+        })
+    }
+
+    /// The device's name, as the driver gives it ("NVIDIA H200").
+    pub fn device_name(&self) -> &str {
+        &self.device_name
+    }
+
+    fn ops(&self) -> Ops<'_> {
+        Ops {
+            stream: &self.stream,
+            kernels: &self.kernels,
+        }
+    }
+
+    fn attention_kernels(&self) -> Attention<'_> {
+        Attention {
+            stream: &self.stream,
+            kernels: &self.kernels,
+            n_sm: self.n_sm,
+        }
+    }
+}
+
+fn device_count() -> Result<usize> {
+    // SAFETY: only tries to open the library; without this check the first driver call
+    // would panic where there is none.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return Err(error(
+            "new",
+            "no CUDA driver: libcuda.so cannot be loaded (no NVIDIA driver installed, or its \
+             directory is not on LD_LIBRARY_PATH)",
+        ));
+    }
+    let n = CudaContext::device_count().map_err(failed("new"))?;
+    Ok(usize::try_from(n).unwrap_or(0))
+}
+
+/// The f32 values of vector weight `w`, for op `op`.
+fn vector<'w>(op: &'static str, w: &'w CudaWeight) -> Result<&'w CudaSlice<f32>> {
+    w.vector()
+        .ok_or_else(|| error(op, format!("{:?} is a matrix, not a vector", w.name)))
+}
+
+fn matrix<'w>(op: &'static str, w: &'w CudaWeight) -> Result<&'w DeviceWeight> {
+    w.matrix()
+        .ok_or_else(|| error(op, format!("{:?} is a vector, not a matrix", w.name)))
+}
+
+/// The f32 values of `p`'s bias, if it has one, checked against the projection's output `y`.
+fn bias<'w>(
+    op: &'static str,
+    p: Projection<'w, CudaWeight>,
+    y: &CudaTensor,
+) -> Result<Option<&'w CudaSlice<f32>>> {
+    let Some(b) = p.bias else {
+        return Ok(None);
+    };
+    let values = vector(op, b)?;
+    CHECK.width(op, y, values.len(), &b.name)?;
+    Ok(Some(values))
+}
+
+impl Backend for CudaBackend {
+    type Weight = CudaWeight;
+    type Tensor = CudaTensor;
+    type KvStorage = CudaKvStorage;
+    type Pass<'p> = CudaPass<'p>;
+
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn load_weight(&self, tensor: WeightTensor, usage: WeightUse) -> Result<CudaWeight> {
+        const OP: &str = "load_weight";
+        let (ty, name) = (tensor.ggml_type(), tensor.name().to_owned());
+        let kind = if usage == WeightUse::Vector {
+            let values = plumb_ggml::dequantize_row_to_vec(ty, tensor.bytes())
+                .map_err(|e| error(OP, format!("{name:?}: {e}")))?;
+            let values = if values.is_empty() { vec![0.0] } else { values };
+            WeightKind::Vector(self.stream.clone_htod(&values).map_err(failed(OP))?)
+        } else {
+            if !Matmul::supports(ty) {
+                return Err(error(
+                    OP,
+                    format!(
+                        "tensor {name:?} is {ty}, which the cuda backend has no kernel for \
+                         (--backend cpu runs it)"
+                    ),
+                ));
+            }
+            // The kernels may read a few bytes past the last block (see WEIGHT_PADDING).
+            let data = tensor.bytes();
+            let mut bytes = self
+                .stream
+                .alloc_zeros::<u8>(data.len() + matmul::WEIGHT_PADDING)
+                .map_err(failed(OP))?;
+            self.stream
+                .memcpy_htod(data, &mut bytes.slice_mut(..data.len()))
+                .map_err(failed(OP))?;
+            WeightKind::Matrix(DeviceWeight {
+                ty,
+                k: tensor.row_len(),
+                m: tensor.n_rows(),
+                bytes,
+            })
+        };
+        Ok(CudaWeight { name, kind })
+    }
+
+    fn new_kv_storage(&self, layout: &KvLayout) -> Result<CudaKvStorage> {
+        CudaKvStorage::new(&self.stream, layout)
+    }
+
+    fn copy_kv_blocks(&self, kv: &mut CudaKvStorage, copies: &[BlockCopy]) -> Result<()> {
+        CHECK.block_copies(&kv.shapes(), copies)?;
+        kv.copy_blocks(&self.stream, &self.kernels, copies)
+    }
+
+    fn begin_pass<'p>(&self, inputs: &'p PassInputs<'p>) -> Result<CudaPass<'p>> {
+        CudaPass::new(&self.stream, inputs)
+    }
+
+    fn upload(&self, n_tokens: usize, width: usize, values: Vec<f32>) -> Result<CudaTensor> {
+        CHECK.host_values(n_tokens, width, &values)?;
+        CudaTensor::from_host(&self.stream, n_tokens, width, &values)
+    }
+
+    fn to_host(&self, x: &CudaTensor) -> Result<Vec<f32>> {
+        x.to_vec(&self.stream, "to_host")
+    }
+
+    fn embed(&self, table: &CudaWeight, pass: &CudaPass<'_>) -> Result<CudaTensor> {
+        const OP: &str = "embed";
+        let w = matrix(OP, table)?;
+        CHECK.embed_ids(&table.name, w.m, pass.inputs.tokens)?;
+        let mut out = CudaTensor::uninit(&self.stream, OP, pass.n_tokens(), w.k)?;
+        if pass.n_tokens() > 0 {
+            self.matmul
+                .get_rows(&self.stream, w, &pass.tokens(), &mut out.data)?;
+        }
+        Ok(out)
+    }
+
+    fn rms_norm(&self, x: &CudaTensor, weight: &CudaWeight, eps: f32) -> Result<CudaTensor> {
+        let values = vector("rms_norm", weight)?;
+        CHECK.norm_groups(x, values.len())?;
+        self.ops().rms_norm(x, values, eps)
+    }
+
+    fn matmul(&self, x: &CudaTensor, weight: &CudaWeight) -> Result<CudaTensor> {
+        const OP: &str = "matmul";
+        let w = matrix(OP, weight)?;
+        CHECK.width(OP, x, w.k, &weight.name)?;
+        let mut out = CudaTensor::uninit(&self.stream, OP, x.n_tokens(), w.m)?;
+        if x.n_tokens() > 0 {
+            self.matmul
+                .run(&self.stream, w, &x.data, x.n_tokens(), &mut out.data)?;
+        }
+        Ok(out)
+    }
+
+    fn add_bias(&self, x: CudaTensor, bias: &CudaWeight) -> Result<CudaTensor> {
+        let values = vector("add_bias", bias)?;
+        CHECK.width("add_bias", &x, values.len(), &bias.name)?;
+        self.ops().add_bias(x, values)
+    }
+
+    fn scale(&self, x: CudaTensor, factor: f32) -> Result<CudaTensor> {
+        self.ops().scale(x, factor)
+    }
+
+    fn rope(
+        &self,
+        x: CudaTensor,
+        head_dim: usize,
+        rope: &Rope,
+        pass: &CudaPass<'_>,
+    ) -> Result<CudaTensor> {
+        CHECK.rope(&x, head_dim, &pass.inputs.positions, rope)?;
+        if rope.n_rot < 2 || x.is_empty() {
+            return Ok(x);
+        }
+        let inv_freq = self.rope_tables.get(&self.stream, rope)?;
+        self.ops()
+            .rope(x, head_dim, &pass.positions(), rope, &inv_freq)
+    }
+
+    fn store_kv(
+        &self,
+        k: &CudaTensor,
+        v: &CudaTensor,
+        kv: &mut CudaKvStorage,
+        layer: usize,
+        pass: &CudaPass<'_>,
+    ) -> Result<()> {
+        CHECK.store_kv(k, v, &kv.shapes(), layer, pass.inputs)?;
+        let group = kv.layers[layer].shape.group;
+        self.attention_kernels()
+            .store_kv(k, v, &mut kv.layers[layer], &pass.group(group).slots)
+    }
+
+    fn attention(
+        &self,
+        q: &CudaTensor,
+        kv: &CudaKvStorage,
+        step: &AttentionStep,
+        pass: &CudaPass<'_>,
+    ) -> Result<CudaTensor> {
+        CHECK.attention(q, &kv.shapes(), step, pass.inputs)?;
+        let layer = &kv.layers[step.layer];
+        let tables = pass.inputs.kv.layer(step.layer);
+        self.attention_kernels().run(
+            q,
+            layer,
+            step,
+            tables.block_size(),
+            &pass.positions(),
+            &pass.group(layer.shape.group),
+        )
+    }
+
+    fn gated_activation(
+        &self,
+        gate: &CudaTensor,
+        up: &CudaTensor,
+        act: Activation,
+    ) -> Result<CudaTensor> {
+        CHECK.same_shape("gated_activation", gate, up)?;
+        self.ops().gated_activation(gate, up, act)
+    }
+
+    fn add(&self, a: &CudaTensor, b: &CudaTensor) -> Result<CudaTensor> {
+        CHECK.same_shape("add", a, b)?;
+        self.ops().add(a, b)
+    }
+
+    fn output_rows(&self, x: &CudaTensor, pass: &CudaPass<'_>) -> Result<CudaTensor> {
+        let rows = pass.inputs.output_rows;
+        CHECK.rows(x, rows)?;
+        self.ops().select_rows(x, &pass.output_rows(), rows.len())
+    }
+
+    fn gated_ffn(
+        &self,
+        x: &CudaTensor,
+        ffn: &GatedFfnWeights<'_, CudaWeight>,
+    ) -> Result<CudaTensor> {
+        const OP: &str = "gated_ffn";
+        let gate = self.matmul(x, ffn.gate.weight)?;
+        let up = self.matmul(x, ffn.up.weight)?;
+        CHECK.same_shape(OP, &gate, &up)?;
+        // The biases are added inside the activation's kernel.
+        let (gate_bias, up_bias) = (bias(OP, ffn.gate, &gate)?, bias(OP, ffn.up, &up)?);
+        let hidden =
+            self.ops()
+                .gated_activation_bias(&gate, gate_bias, &up, up_bias, ffn.activation)?;
+        self.project(&hidden, ffn.down)
+    }
+
+    fn add_rms_norm(
+        &self,
+        a: &CudaTensor,
+        b: &CudaTensor,
+        weight: &CudaWeight,
+        eps: f32,
+    ) -> Result<(CudaTensor, CudaTensor)> {
+        CHECK.same_shape("add_rms_norm", a, b)?;
+        let values = vector("add_rms_norm", weight)?;
+        CHECK.norm_groups(a, values.len())?;
+        self.ops().add_rms_norm(a, b, values, eps)
+    }
+
+    fn rope_store_kv(
+        &self,
+        q: CudaTensor,
+        k: CudaTensor,
+        v: &CudaTensor,
+        kv: &mut CudaKvStorage,
+        layer: usize,
+        head_dim: usize,
+        rope: &Rope,
+        pass: &CudaPass<'_>,
+    ) -> Result<(CudaTensor, CudaTensor)> {
+        let positions = &pass.inputs.positions;
+        CHECK.rope(&q, head_dim, positions, rope)?;
+        CHECK.rope(&k, head_dim, positions, rope)?;
+        CHECK.store_kv(&k, v, &kv.shapes(), layer, pass.inputs)?;
+        let store = &mut kv.layers[layer];
+        if rope.n_rot < 2 || store.shape.head_dim_k != head_dim {
+            // Nothing to rotate, or keys not in heads of the queries' width: the primitives.
+            let q = self.rope(q, head_dim, rope, pass)?;
+            let k = self.rope(k, head_dim, rope, pass)?;
+            self.store_kv(&k, v, kv, layer, pass)?;
+            return Ok((q, k));
+        }
+        let inv_freq = self.rope_tables.get(&self.stream, rope)?;
+        let slots = pass.group(store.shape.group).slots;
+        self.attention_kernels().rope_store_kv(
+            q,
+            k,
+            v,
+            store,
+            head_dim,
+            rope,
+            &inv_freq,
+            &pass.positions(),
+            &slots,
+        )
+    }
+
+    fn top_k(&self, logits: &CudaTensor, k: usize) -> Result<Vec<Vec<(u32, f32)>>> {
+        if k > MAX_DEVICE_TOP_K {
+            let width = logits.width();
+            let values = self.to_host(logits)?;
+            return Ok(values
+                .chunks_exact(width.max(1))
+                .map(|row| plumb_model::top_k(row, k))
+                .collect());
+        }
+        self.ops().top_k(logits, k.min(logits.width()))
+    }
+}

@@ -1,0 +1,523 @@
+//! Products with the stored weights, `y = x · Wᵀ`, and embedding lookups, straight from the
+//! GGUF blocks.
+//!
+//! - A few rows (decoding, n ≤ 8): matrix-vector kernels (`kernels/matmul.cu`) that stream the
+//!   weight once for all n rows, dequantize in registers and multiply with the f32
+//!   activations, accumulating in f32. Activations are never quantized, so a small value next
+//!   to a huge outlier keeps its weight in the sum.
+//! - More rows (prefill): the weight is dequantized to f16, tile by tile, and multiplied by
+//!   cuBLAS (f16 inputs, f32 accumulation) with the activations in f16, each row scaled by a
+//!   power of two so that f16's range fits it (`kernels/dequant.cu`). F32 and BF16 weights,
+//!   whose range f16 lacks, go through cuBLAS in f32 with TF32 products instead.
+//! - Embedding lookups dequantize whole rows to f32, bit-exact with `plumb_ggml`.
+
+use std::sync::{Arc, Mutex};
+
+use cudarc::cublas::{result as blas, sys as blas_sys, CudaBlas};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, CudaView, DevicePtr,
+    DevicePtrMut, DeviceRepr, LaunchConfig, PushKernelArg,
+};
+use plumb_gguf::GgmlType;
+use plumb_model::Result;
+
+use crate::error::{error, failed};
+use crate::nvrtc::load_module;
+use crate::weight::DeviceWeight;
+
+/// Bytes of padding that every weight buffer needs past its data: the kernels read 2-byte
+/// aligned blocks as aligned 4-byte words, which may reach past the last block.
+pub(crate) const WEIGHT_PADDING: usize = 16;
+
+/// Up to this many rows of x take the matrix-vector kernels (one is compiled for each count).
+const MATVEC_MAX_ROWS: usize = 8;
+/// Warps per block and weight rows per warp of the matrix-vector kernels (`WARPS`, `ROWS` in
+/// matmul.cu).
+const MATVEC_WARPS: usize = 4;
+const MATVEC_ROWS_PER_WARP: usize = 2;
+/// Elements of the largest weight tile dequantized at once for cuBLAS (64 MiB in f16).
+const TILE_ELEMENTS: usize = 1 << 25;
+
+const F16_HELPERS: &str = include_str!("kernels/f16.cuh");
+
+/// The kernel sources of this module, by module name, as NVRTC compiles them.
+pub(crate) fn sources() -> [(&'static str, String); 2] {
+    [
+        (
+            "matmul",
+            format!("{F16_HELPERS}{}", include_str!("kernels/matmul.cu")),
+        ),
+        (
+            "dequant",
+            format!("{F16_HELPERS}{}", include_str!("kernels/dequant.cu")),
+        ),
+    ]
+}
+
+/// The kernels' name for each supported type.
+fn kernel_name(ty: GgmlType) -> Option<&'static str> {
+    use GgmlType::*;
+    Some(match ty {
+        Q4_0 => "q4_0",
+        Q4_1 => "q4_1",
+        Q5_0 => "q5_0",
+        Q5_1 => "q5_1",
+        Q8_0 => "q8_0",
+        Q2_K => "q2_k",
+        Q3_K => "q3_k",
+        Q4_K => "q4_k",
+        Q5_K => "q5_k",
+        Q6_K => "q6_k",
+        F16 => "f16",
+        BF16 => "bf16",
+        F32 => "f32",
+        _ => return None,
+    })
+}
+
+const TYPES: [GgmlType; 13] = {
+    use GgmlType::*;
+    [
+        Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, F16, BF16, F32,
+    ]
+};
+
+/// How the GEMM path feeds cuBLAS a weight of each type.
+#[derive(Clone, Copy, PartialEq)]
+enum GemmInput {
+    /// Dequantized to f16 tile by tile; activations in scaled f16.
+    DequantF16,
+    /// The stored f16 itself; activations in scaled f16.
+    StoredF16,
+    /// Dequantized to f32 tile by tile; TF32 products with the f32 activations.
+    DequantF32,
+    /// The stored f32 itself; TF32 products.
+    StoredF32,
+}
+
+fn gemm_input(ty: GgmlType) -> GemmInput {
+    match ty {
+        GgmlType::F16 => GemmInput::StoredF16,
+        GgmlType::BF16 => GemmInput::DequantF32,
+        GgmlType::F32 => GemmInput::StoredF32,
+        _ => GemmInput::DequantF16,
+    }
+}
+
+/// Elements each thread of the dequantizing kernels makes: a piece of a block, or one value
+/// of the float types (whose rows may have any length).
+fn piece(ty: GgmlType) -> usize {
+    if ty.block_size() == 1 {
+        1
+    } else {
+        8
+    }
+}
+
+/// Elements per 16-byte load of the float types' matrix-vector kernels, whose rows must hold
+/// a whole number of them; the quantized types' rows are whole blocks, which always fit.
+fn matvec_fits(ty: GgmlType, k: usize) -> bool {
+    match ty {
+        GgmlType::F16 | GgmlType::BF16 => k.is_multiple_of(8),
+        GgmlType::F32 => k.is_multiple_of(4),
+        _ => true,
+    }
+}
+
+struct TypeKernels {
+    ty: GgmlType,
+    /// `matvec[n - 1]` multiplies n rows.
+    matvec: Vec<CudaFunction>,
+    get_rows: CudaFunction,
+    /// To f16 (f32 for BF16); none for F16 and F32, which cuBLAS reads as stored.
+    dequant: Option<CudaFunction>,
+}
+
+/// cuBLAS and the scratch buffers of the GEMM path, made at its first use.
+struct Gemm {
+    blas: CudaBlas,
+    /// The stream `blas` queues on.
+    stream: Arc<CudaStream>,
+    /// A dequantized weight tile (f16 or f32).
+    tile: Option<CudaSlice<u8>>,
+    /// The activations in f16.
+    x16: Option<CudaSlice<u16>>,
+    /// Per row of x, the factor that undoes its scaling.
+    scales: Option<CudaSlice<f32>>,
+}
+
+/// The matrix kernels of one device.
+pub(crate) struct Matmul {
+    types: Vec<TypeKernels>,
+    x_to_f16: CudaFunction,
+    scale_rows: CudaFunction,
+    gemm: Mutex<Option<Gemm>>,
+}
+
+impl Matmul {
+    /// Compiles (or takes from the disk cache) the kernels for `ctx`'s device.
+    pub fn new(ctx: &Arc<CudaContext>) -> Result<Matmul> {
+        const OP: &str = "load_module";
+        let [matvec, dequant] = sources().map(|(name, source)| load_module(ctx, name, &source));
+        let (matvec, dequant) = (matvec?, dequant?);
+        let f = |module: &Arc<CudaModule>, name: &str| {
+            module
+                .load_function(name)
+                .map_err(|e| error(OP, format!("kernel {name}: {e}")))
+        };
+        let mut types = Vec::with_capacity(TYPES.len());
+        for ty in TYPES {
+            let name = kernel_name(ty).expect("TYPES are supported");
+            types.push(TypeKernels {
+                ty,
+                matvec: (1..=MATVEC_MAX_ROWS)
+                    .map(|n| f(&matvec, &format!("mv_{name}_{n}")))
+                    .collect::<Result<_>>()?,
+                get_rows: f(&dequant, &format!("get_rows_{name}"))?,
+                dequant: match gemm_input(ty) {
+                    GemmInput::DequantF16 | GemmInput::DequantF32 => {
+                        Some(f(&dequant, &format!("dequant_{name}"))?)
+                    }
+                    GemmInput::StoredF16 | GemmInput::StoredF32 => None,
+                },
+            });
+        }
+        Ok(Matmul {
+            types,
+            x_to_f16: f(&dequant, "x_to_f16")?,
+            scale_rows: f(&dequant, "scale_rows")?,
+            gemm: Mutex::new(None),
+        })
+    }
+
+    /// Whether weights of type `ty` have kernels here.
+    pub fn supports(ty: GgmlType) -> bool {
+        kernel_name(ty).is_some()
+    }
+
+    fn kernels(&self, op: &'static str, ty: GgmlType) -> Result<&TypeKernels> {
+        self.types
+            .iter()
+            .find(|t| t.ty == ty)
+            .ok_or_else(|| error(op, format!("no kernel for {ty} weights")))
+    }
+
+    /// y[n × m] = x[n × k] · Wᵀ, row-major f32 on the device.
+    pub fn run(
+        &self,
+        stream: &Arc<CudaStream>,
+        w: &DeviceWeight,
+        x: &CudaSlice<f32>,
+        n: usize,
+        y: &mut CudaSlice<f32>,
+    ) -> Result<()> {
+        const OP: &str = "matmul";
+        let kernels = self.kernels(OP, w.ty)?;
+        let row_bytes = check_weight(OP, w)?;
+        if x.len() < n * w.k || y.len() < n * w.m {
+            return Err(error(
+                OP,
+                format!(
+                    "{n} rows need {} inputs and {} outputs; the buffers hold {} and {}",
+                    n * w.k,
+                    n * w.m,
+                    x.len(),
+                    y.len()
+                ),
+            ));
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        if n <= MATVEC_MAX_ROWS && matvec_fits(w.ty, w.k) {
+            let rows_per_block = MATVEC_WARPS * MATVEC_ROWS_PER_WARP;
+            let config = LaunchConfig {
+                grid_dim: (w.m.div_ceil(rows_per_block) as u32, 1, 1),
+                block_dim: (32 * MATVEC_WARPS as u32, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let (k, m) = (w.k as i32, w.m as i32);
+            let mut launch = stream.launch_builder(&kernels.matvec[n - 1]);
+            launch
+                .arg(&w.bytes)
+                .arg(x)
+                .arg(y)
+                .arg(&k)
+                .arg(&m)
+                .arg(&row_bytes);
+            // SAFETY: the argument list matches `mv_*` in matmul.cu; the buffers were checked
+            // to hold m rows of weights (with their padding), n × k inputs and n × m outputs.
+            unsafe { launch.launch(config) }.map_err(failed(OP))?;
+            return Ok(());
+        }
+        self.gemm(stream, kernels, w, row_bytes, x, n, y)
+    }
+
+    /// The GEMM path of `run`.
+    #[allow(clippy::too_many_arguments)]
+    fn gemm(
+        &self,
+        stream: &Arc<CudaStream>,
+        kernels: &TypeKernels,
+        w: &DeviceWeight,
+        row_bytes: i64,
+        x: &CudaSlice<f32>,
+        n: usize,
+        y: &mut CudaSlice<f32>,
+    ) -> Result<()> {
+        const OP: &str = "matmul";
+        let mut guard = self
+            .gemm
+            .lock()
+            .map_err(|_| error(OP, "a previous product panicked"))?;
+        let gemm = match &mut *guard {
+            Some(gemm) => {
+                if !Arc::ptr_eq(&gemm.stream, stream) {
+                    // SAFETY: the scratch buffers are only used on the handle's stream, which
+                    // this makes the caller's; the caller orders its streams.
+                    unsafe { gemm.blas.set_stream(Arc::clone(stream)) }.map_err(failed(OP))?;
+                    gemm.stream = Arc::clone(stream);
+                }
+                gemm
+            }
+            slot => slot.insert(Gemm::new(stream)?),
+        };
+        let input = gemm_input(w.ty);
+        let (k, m) = (w.k, w.m);
+        let (ki, ni, mi) = (k as i32, n as i32, m as i32);
+
+        let f16_activations = matches!(input, GemmInput::DequantF16 | GemmInput::StoredF16);
+        if f16_activations {
+            let x16 = grow(stream, &mut gemm.x16, n * k)?;
+            let scales = grow(stream, &mut gemm.scales, n)?;
+            let mut launch = stream.launch_builder(&self.x_to_f16);
+            launch.arg(x).arg(x16).arg(scales).arg(&ki);
+            let config = LaunchConfig {
+                grid_dim: (n as u32, 1, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: matches `x_to_f16`; x holds n × k values, x16 n × k, scales n.
+            unsafe { launch.launch(config) }.map_err(failed(OP))?;
+        }
+
+        let tile_rows = match input {
+            GemmInput::StoredF16 | GemmInput::StoredF32 => m,
+            GemmInput::DequantF16 | GemmInput::DequantF32 => (TILE_ELEMENTS / k).clamp(1, m),
+        };
+        let elem_bytes = if input == GemmInput::DequantF32 { 4 } else { 2 };
+        if kernels.dequant.is_some() {
+            grow(stream, &mut gemm.tile, tile_rows * k * elem_bytes)?;
+        }
+        let gemm = &mut *gemm;
+        for row0 in (0..m).step_by(tile_rows) {
+            let rows = tile_rows.min(m - row0);
+            if let (Some(dequant), Some(tile)) = (&kernels.dequant, gemm.tile.as_mut()) {
+                let threads = rows * k / piece(w.ty);
+                let config = LaunchConfig {
+                    grid_dim: (threads.div_ceil(256) as u32, 1, 1),
+                    block_dim: (256, 1, 1),
+                    shared_mem_bytes: 0,
+                };
+                let (r0, nr) = (row0 as i64, rows as i64);
+                let mut launch = stream.launch_builder(dequant);
+                launch
+                    .arg(&w.bytes)
+                    .arg(&row_bytes)
+                    .arg(tile)
+                    .arg(&ki)
+                    .arg(&r0)
+                    .arg(&nr);
+                // SAFETY: matches `dequant_*`; the tile holds rows × k elements of its type and
+                // rows row0 .. row0 + rows exist.
+                unsafe { launch.launch(config) }.map_err(failed(OP))?;
+            }
+            // Column-major, cuBLAS sees W's rows as columns of a k × m matrix and y as m × n:
+            // y_tile (rows × n, leading dimension m) = op(W_tile)ᵀ · x (k × n).
+            let (a_type, b_type, compute) = if f16_activations {
+                (
+                    blas_sys::cudaDataType::CUDA_R_16F,
+                    blas_sys::cudaDataType::CUDA_R_16F,
+                    blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                )
+            } else {
+                (
+                    blas_sys::cudaDataType::CUDA_R_32F,
+                    blas_sys::cudaDataType::CUDA_R_32F,
+                    blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
+                )
+            };
+            // A stored weight is one tile (row0 = 0).
+            let (a_ptr, _a_sync) = match &gemm.tile {
+                Some(tile) if kernels.dequant.is_some() => tile.device_ptr(stream),
+                _ => w.bytes.device_ptr(stream),
+            };
+            let (b_ptr, _b_sync) = match (&gemm.x16, f16_activations) {
+                (Some(x16), true) => x16.device_ptr(stream),
+                _ => x.device_ptr(stream),
+            };
+            let (c_ptr, _c_sync) = y.device_ptr_mut(stream);
+            let (alpha, beta) = (1.0f32, 0.0f32);
+            // SAFETY: A holds `rows` rows of k elements of a_type, B holds
+            // n rows of k elements of b_type, C has room for n rows of m f32 from row0 on;
+            // alpha and beta are f32 as the compute type requires.
+            unsafe {
+                blas::gemm_ex(
+                    *gemm.blas.handle(),
+                    blas_sys::cublasOperation_t::CUBLAS_OP_T,
+                    blas_sys::cublasOperation_t::CUBLAS_OP_N,
+                    rows as i32,
+                    ni,
+                    ki,
+                    (&alpha as *const f32).cast(),
+                    a_ptr as *const _,
+                    a_type,
+                    ki,
+                    b_ptr as *const _,
+                    b_type,
+                    ki,
+                    (&beta as *const f32).cast(),
+                    (c_ptr + (row0 * 4) as u64) as *mut _,
+                    blas_sys::cudaDataType::CUDA_R_32F,
+                    mi,
+                    compute,
+                    blas_sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+                )
+            }
+            .map_err(failed(OP))?;
+        }
+
+        if let (true, Some(scales)) = (f16_activations, &gemm.scales) {
+            let total = (n * m) as i64;
+            let config = LaunchConfig {
+                grid_dim: ((n * m).div_ceil(256) as u32, 1, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let mut launch = stream.launch_builder(&self.scale_rows);
+            launch.arg(y).arg(scales).arg(&mi).arg(&total);
+            // SAFETY: matches `scale_rows`; y holds n × m values, scales n.
+            unsafe { launch.launch(config) }.map_err(failed(OP))?;
+        }
+        Ok(())
+    }
+
+    /// out[i] = dequantized row rows[i] of w (embedding lookup), f32, bit-exact with
+    /// `plumb_ggml::dequantize_row`. The row indices must be below `w.m`.
+    pub fn get_rows(
+        &self,
+        stream: &Arc<CudaStream>,
+        w: &DeviceWeight,
+        rows: &CudaView<'_, u32>,
+        out: &mut CudaSlice<f32>,
+    ) -> Result<()> {
+        const OP: &str = "embed";
+        let kernels = self.kernels(OP, w.ty)?;
+        let row_bytes = check_weight(OP, w)?;
+        if out.len() < rows.len() * w.k {
+            return Err(error(
+                OP,
+                format!(
+                    "{} rows of {} need {} outputs; the buffer holds {}",
+                    rows.len(),
+                    w.k,
+                    rows.len() * w.k,
+                    out.len()
+                ),
+            ));
+        }
+        let k = w.k as i32;
+        let pieces = w.k / piece(w.ty);
+        // The grid's y dimension (one output row each) stops at 65535.
+        const MAX_ROWS: usize = 65535;
+        for start in (0..rows.len()).step_by(MAX_ROWS) {
+            let count = MAX_ROWS.min(rows.len() - start);
+            let ids = rows.slice(start..start + count);
+            let mut dst = out.slice_mut(start * w.k..(start + count) * w.k);
+            let config = LaunchConfig {
+                grid_dim: (pieces.div_ceil(256) as u32, count as u32, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let mut launch = stream.launch_builder(&kernels.get_rows);
+            launch
+                .arg(&w.bytes)
+                .arg(&row_bytes)
+                .arg(&ids)
+                .arg(&mut dst)
+                .arg(&k);
+            // SAFETY: matches `get_rows_*`; dst holds count × k values, and the caller keeps
+            // the ids below m.
+            unsafe { launch.launch(config) }.map_err(failed(OP))?;
+        }
+        Ok(())
+    }
+}
+
+impl Gemm {
+    fn new(stream: &Arc<CudaStream>) -> Result<Gemm> {
+        const OP: &str = "matmul";
+        // SAFETY: only tries to open the library; without this the first call would panic.
+        if !unsafe { blas_sys::is_culib_present() } {
+            return Err(error(
+                OP,
+                "products of more than 8 rows need cuBLAS, and libcublas.so cannot be loaded: \
+                 install CUDA's cuBLAS and put its directory on LD_LIBRARY_PATH",
+            ));
+        }
+        Ok(Gemm {
+            blas: CudaBlas::new(Arc::clone(stream)).map_err(failed(OP))?,
+            stream: Arc::clone(stream),
+            tile: None,
+            x16: None,
+            scales: None,
+        })
+    }
+}
+
+/// The bytes of one row of `w`, after checking that its buffer holds all rows and the
+/// padding and that its sizes fit the kernels' 32-bit arguments.
+fn check_weight(op: &'static str, w: &DeviceWeight) -> Result<i64> {
+    let (block, block_bytes) = (w.ty.block_size(), w.ty.block_bytes());
+    if !w.k.is_multiple_of(block) {
+        return Err(error(
+            op,
+            format!("rows of {} are not whole {} blocks of {block}", w.k, w.ty),
+        ));
+    }
+    let row_bytes = w.k / block * block_bytes;
+    let needed = w.m * row_bytes + WEIGHT_PADDING;
+    if w.bytes.len() < needed {
+        return Err(error(
+            op,
+            format!(
+                "a {} × {} {} weight needs {needed} bytes with its padding; the buffer holds {}",
+                w.m,
+                w.k,
+                w.ty,
+                w.bytes.len()
+            ),
+        ));
+    }
+    if w.k > i32::MAX as usize || w.m > i32::MAX as usize {
+        return Err(error(
+            op,
+            format!("a {} × {} weight is too large", w.m, w.k),
+        ));
+    }
+    Ok(row_bytes as i64)
+}
+
+/// `slot`'s buffer, reallocated first if it holds fewer than `len` elements.
+fn grow<'a, T: DeviceRepr>(
+    stream: &Arc<CudaStream>,
+    slot: &'a mut Option<CudaSlice<T>>,
+    len: usize,
+) -> Result<&'a mut CudaSlice<T>> {
+    if slot.as_ref().is_none_or(|s| s.len() < len) {
+        *slot = None;
+        // SAFETY: every use writes the elements it reads first.
+        *slot = Some(unsafe { stream.alloc::<T>(len) }.map_err(failed("matmul"))?);
+    }
+    Ok(slot.as_mut().expect("allocated above"))
+}

@@ -1,0 +1,89 @@
+//! Activations on the device.
+
+use cudarc::driver::{CudaSlice, CudaStream};
+use plumb_model::{Activations, Result};
+use std::sync::Arc;
+
+use crate::error::failed;
+
+/// Row-major f32 activations in device memory: `n_tokens` rows of `width` values.
+pub struct CudaTensor {
+    n_tokens: usize,
+    width: usize,
+    /// At least `n_tokens × width` values (one for an empty tensor: the driver allocates no
+    /// zero-sized buffers).
+    pub(crate) data: CudaSlice<f32>,
+}
+
+impl CudaTensor {
+    /// An uninitialized tensor, for a kernel to fill.
+    pub(crate) fn uninit(
+        stream: &Arc<CudaStream>,
+        op: &'static str,
+        n_tokens: usize,
+        width: usize,
+    ) -> Result<CudaTensor> {
+        // SAFETY: every op that makes a tensor writes all of its elements before it is read.
+        let data = unsafe { stream.alloc::<f32>((n_tokens * width).max(1)) }.map_err(failed(op))?;
+        Ok(CudaTensor {
+            n_tokens,
+            width,
+            data,
+        })
+    }
+
+    /// Uploads `n_tokens × width` values from the host.
+    pub(crate) fn from_host(
+        stream: &Arc<CudaStream>,
+        n_tokens: usize,
+        width: usize,
+        values: &[f32],
+    ) -> Result<CudaTensor> {
+        const OP: &str = "from_host";
+        if values.len() != n_tokens * width {
+            return Err(crate::error::error(
+                OP,
+                format!(
+                    "{} values for a [{n_tokens} × {width}] tensor",
+                    values.len()
+                ),
+            ));
+        }
+        let mut t = CudaTensor::uninit(stream, OP, n_tokens, width)?;
+        if !values.is_empty() {
+            stream
+                .memcpy_htod(values, &mut t.data)
+                .map_err(failed(OP))?;
+        }
+        Ok(t)
+    }
+
+    /// The number of values: `n_tokens × width`.
+    pub fn len(&self) -> usize {
+        self.n_tokens * self.width
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A host copy of the values, row-major.
+    pub(crate) fn to_vec(&self, stream: &Arc<CudaStream>, op: &'static str) -> Result<Vec<f32>> {
+        if self.is_empty() {
+            return Ok(Vec::new());
+        }
+        stream
+            .clone_dtoh(&self.data.slice(..self.len()))
+            .map_err(failed(op))
+    }
+}
+
+impl Activations for CudaTensor {
+    fn n_tokens(&self) -> usize {
+        self.n_tokens
+    }
+
+    fn width(&self) -> usize {
+        self.width
+    }
+}

@@ -1,0 +1,254 @@
+//! The matrix products and embedding lookups of the CUDA backend against the f64 product of
+//! `plumb_ggml`'s dequantized weights: every supported type, decoding (1 to 8 rows, the
+//! matrix-vector kernels) and prefill (cuBLAS) row counts, rows whose alignment varies, huge
+//! activations next to small ones, and lookups bit for bit.
+
+mod common;
+
+use common::{no_kv, run, weight, with_pass, Rng};
+use plumb_backend_cuda::CudaBackend;
+use plumb_gguf::GgmlType;
+use plumb_model::Backend;
+
+const TYPES: [GgmlType; 13] = {
+    use GgmlType::*;
+    [
+        Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, F16, BF16, F32,
+    ]
+};
+
+/// 1 to 8 rows take the matrix-vector kernels; 17 and 64 take cuBLAS.
+const ROW_COUNTS: [usize; 6] = [1, 2, 3, 8, 17, 64];
+
+/// The matrix-vector kernels accumulate in f32 in another order than the f64 reference.
+const TOL_MATVEC: f32 = 2e-5;
+/// cuBLAS multiplies f16 operands (the weight rounded to f16, the activations scaled to f16),
+/// or TF32 ones for F32 and BF16 weights: 11 bits of mantissa each, a relative error of about
+/// 5e-4 per product, which partly cancels over a row.
+const TOL_GEMM: f32 = 2e-3;
+
+fn tolerance(n: usize) -> f32 {
+    if n <= 8 {
+        TOL_MATVEC
+    } else {
+        TOL_GEMM
+    }
+}
+
+/// `x` (n × k) times the transpose of `w` (m × k) in f64.
+fn product(x: &[f32], w: &[f32], n: usize, k: usize, m: usize) -> Vec<f32> {
+    let mut y = vec![0.0; n * m];
+    for i in 0..n {
+        for r in 0..m {
+            let dot: f64 = (0..k)
+                .map(|c| f64::from(x[i * k + c]) * f64::from(w[r * k + c]))
+                .sum();
+            y[i * m + r] = dot as f32;
+        }
+    }
+    y
+}
+
+/// The weights as the backend sees them: `values` quantized to `ty` and dequantized.
+fn dequantized(tensor: &plumb_model::WeightTensor, ty: GgmlType) -> Vec<f32> {
+    plumb_ggml::dequantize_row_to_vec(ty, tensor.bytes()).unwrap()
+}
+
+/// max |got − want| / max |want|.
+fn rel_diff(got: &[f32], want: &[f32]) -> f32 {
+    common::synthetic::max_rel_diff(got, want)
+}
+
+/// Checks y = x · Wᵀ for a random m × k weight of type `ty` and each row count.
+fn check_products(cuda: &CudaBackend, rng: &mut Rng, ty: GgmlType, k: usize, m: usize) {
+    let values = rng.values(m * k);
+    let (tensor, w) = weight(cuda, "w", ty, &[k, m], &values);
+    let wf = dequantized(&tensor, ty);
+    for n in ROW_COUNTS {
+        let x = rng.values(n * k);
+        let want = product(&x, &wf, n, k, m);
+        let got = cuda
+            .to_host(
+                &cuda
+                    .matmul(&cuda.upload(n, k, x.clone()).unwrap(), &w)
+                    .unwrap(),
+            )
+            .unwrap();
+        let diff = rel_diff(&got, &want);
+        assert!(
+            diff <= tolerance(n),
+            "{ty} {m} × {k}, {n} rows: relative difference {diff:e} > {:e}",
+            tolerance(n)
+        );
+    }
+}
+
+#[test]
+fn every_type_matches_the_f64_product() {
+    let cuda = require_cuda!();
+    let mut rng = Rng::new(11);
+    for ty in TYPES {
+        // 768 = 3 super-blocks: rows of Q6_K (630 bytes) and Q3_K (330) start 2 bytes off
+        // a 4-byte boundary every other row, Q8_0 rows (816) at every alignment of 16.
+        check_products(&cuda, &mut rng, ty, 768, 37);
+    }
+}
+
+#[test]
+fn long_rows_and_one_block_rows_match() {
+    let cuda = require_cuda!();
+    let mut rng = Rng::new(12);
+    for ty in [
+        GgmlType::Q4_K,
+        GgmlType::Q6_K,
+        GgmlType::Q8_0,
+        GgmlType::Q4_0,
+    ] {
+        // More chunks than a warp takes in one step, and a row of one super-block (fewer
+        // chunks than lanes).
+        check_products(&cuda, &mut rng, ty, 4352, 5);
+        check_products(&cuda, &mut rng, ty, 256, 3);
+    }
+}
+
+#[test]
+fn float_rows_of_any_length_match() {
+    let cuda = require_cuda!();
+    let mut rng = Rng::new(13);
+    // Rows that are no whole number of 16-byte loads go to cuBLAS at every row count.
+    for (ty, k) in [
+        (GgmlType::F16, 100),
+        (GgmlType::BF16, 100),
+        (GgmlType::F32, 102),
+        (GgmlType::F32, 100),
+    ] {
+        let values = rng.values(7 * k);
+        let (tensor, w) = weight(&cuda, "w", ty, &[k, 7], &values);
+        let wf = dequantized(&tensor, ty);
+        for n in [1, 3, 17] {
+            let x = rng.values(n * k);
+            let want = product(&x, &wf, n, k, 7);
+            let got = cuda
+                .to_host(
+                    &cuda
+                        .matmul(&cuda.upload(n, k, x.clone()).unwrap(), &w)
+                        .unwrap(),
+                )
+                .unwrap();
+            let diff = rel_diff(&got, &want);
+            let whole_loads = k % if ty == GgmlType::F32 { 4 } else { 8 } == 0;
+            let tol = if n <= 8 && whole_loads {
+                TOL_MATVEC
+            } else {
+                TOL_GEMM
+            };
+            assert!(diff <= tol, "{ty} 7 × {k}, {n} rows: {diff:e} > {tol:e}");
+        }
+    }
+}
+
+/// One activation 1e5 times the others, in a column whose weights are exactly zero: the
+/// product is the small values' alone, and must keep their precision (quantizing the
+/// activations to 8 bits per block would round them all to zero).
+#[test]
+fn huge_activations_leave_small_ones_intact() {
+    let cuda = require_cuda!();
+    let mut rng = Rng::new(14);
+    let (k, m, outlier) = (512, 9, 37);
+    // Symmetric types store an exact zero.
+    for ty in [
+        GgmlType::Q8_0,
+        GgmlType::Q4_0,
+        GgmlType::Q6_K,
+        GgmlType::F16,
+    ] {
+        let mut values = rng.values(m * k);
+        for r in 0..m {
+            values[r * k + outlier] = 0.0;
+        }
+        let (tensor, w) = weight(&cuda, "w", ty, &[k, m], &values);
+        let wf = dequantized(&tensor, ty);
+        assert!((0..m).all(|r| wf[r * k + outlier] == 0.0));
+        for n in [1, 17] {
+            let mut x = rng.values(n * k);
+            for i in 0..n {
+                x[i * k + outlier] = 1e5;
+            }
+            let want = product(&x, &wf, n, k, m);
+            let got = cuda
+                .to_host(
+                    &cuda
+                        .matmul(&cuda.upload(n, k, x.clone()).unwrap(), &w)
+                        .unwrap(),
+                )
+                .unwrap();
+            let diff = rel_diff(&got, &want);
+            assert!(
+                diff <= tolerance(n),
+                "{ty}, {n} rows with an outlier: {diff:e} > {:e}",
+                tolerance(n)
+            );
+        }
+    }
+}
+
+/// The rows of `table` for `tokens`, looked up in a pass of their own.
+fn embed(
+    cuda: &CudaBackend,
+    table: &plumb_backend_cuda::CudaWeight,
+    tokens: &[u32],
+) -> plumb_backend_cuda::CudaTensor {
+    let places = run(0, 0, tokens.len());
+    with_pass(
+        cuda,
+        &mut no_kv(cuda, tokens.len()),
+        tokens,
+        &places,
+        &[],
+        |pass, _| cuda.embed(table, pass),
+    )
+    .unwrap()
+}
+
+#[test]
+fn get_rows_is_bit_exact() {
+    let cuda = require_cuda!();
+    let mut rng = Rng::new(15);
+    let (k, m) = (768, 11);
+    for ty in TYPES {
+        let values: Vec<f32> = rng.values(m * k).iter().map(|v| 3.0 * v).collect();
+        let (tensor, w) = weight(&cuda, "token_embd.weight", ty, &[k, m], &values);
+        let wf = dequantized(&tensor, ty);
+        let tokens = [3u32, 0, 10, 3, 7];
+        let got = cuda.to_host(&embed(&cuda, &w, &tokens)).unwrap();
+        for (i, &t) in tokens.iter().enumerate() {
+            let want = &wf[t as usize * k..(t as usize + 1) * k];
+            let row = &got[i * k..(i + 1) * k];
+            let same = row
+                .iter()
+                .zip(want)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(
+                same,
+                "{ty}: row {t} differs from plumb_ggml's dequantization"
+            );
+        }
+    }
+    // Float rows of any length.
+    for ty in [GgmlType::F16, GgmlType::BF16, GgmlType::F32] {
+        let values = rng.values(5 * 13);
+        let (tensor, w) = weight(&cuda, "token_embd.weight", ty, &[13, 5], &values);
+        let wf = dequantized(&tensor, ty);
+        let got = cuda.to_host(&embed(&cuda, &w, &[4, 1])).unwrap();
+        let want: Vec<f32> = [4, 1]
+            .iter()
+            .flat_map(|&t| wf[t * 13..t * 13 + 13].to_vec())
+            .collect();
+        assert!(
+            got.iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "{ty}: rows of 13 differ"
+        );
+    }
+}

@@ -1,0 +1,260 @@
+//! Whole models on the CUDA backend against the f32 reference, layer by layer through
+//! `plumb-verify`: tiny synthetic models of every architecture (no file needed), and the real
+//! models where they are cached.
+
+mod common;
+
+use common::synthetic::{file_of, Synthetic, ARCHS};
+use plumb_backend_cuda::CudaBackend;
+use plumb_backend_ref::RefBackend;
+use plumb_gguf::GgmlType;
+use plumb_model::{Backend, Batch, KvConfig, LogitsFor, Model, Recorder};
+use plumb_testutil::require_model;
+use plumb_verify::{diff, Tolerance, Trace, TraceInfo};
+
+const PROMPT: &str = "The capital of France is Paris, and the capital of Italy is";
+
+/// Every named intermediate of one pass over `tokens` in a fresh cache.
+fn trace<B: Backend>(model: &Model<B>, tokens: &[u32]) -> Trace {
+    let mut cache = model
+        .new_kv_cache(KvConfig::new(tokens.len(), 1, tokens.len()))
+        .unwrap();
+    let mut recorder = Recorder::new();
+    let batch = Batch::sequence(0, 0, tokens, LogitsFor::All);
+    model
+        .forward_observed(&batch, &mut cache, &mut recorder)
+        .unwrap();
+    Trace {
+        info: TraceInfo::default(),
+        tokens: tokens.iter().map(|&t| t as i32).collect(),
+        tensors: recorder.tensors,
+    }
+}
+
+/// Fails at the first intermediate of `cuda` outside `tolerance` of `reference`.
+fn check_traces(what: &str, reference: &Trace, cuda: &Trace, tolerance: Tolerance) {
+    let report = diff(reference, cuda, tolerance);
+    assert!(
+        report.compared >= 10,
+        "{what}: only {} tensors compared",
+        report.compared
+    );
+    if let Some(t) = report.first_divergence() {
+        panic!(
+            "{what}: {} diverges (cosine {:?}, rel RMS {:?})",
+            t.name, t.cosine, t.rel_rms_err
+        );
+    }
+}
+
+/// Tokens spread over the synthetic vocabulary of 64.
+fn tokens(seed: u32, n: usize) -> Vec<u32> {
+    (0..n as u32)
+        .map(|i| (i * 7 + seed * 13 + 1) % 64)
+        .collect()
+}
+
+/// Weights dequantized alike, f32 activations: the products of a few rows differ from the
+/// reference only by the f16 cache and the order of sums, far inside llama.cpp's tolerance.
+/// Products of many rows (cuBLAS) round weights and activations to f16, or TF32 for F32 and
+/// BF16 weights, and are held to llama.cpp's tolerance.
+const SYNTHETIC: Tolerance = Tolerance {
+    max_rel_rms: 0.01,
+    min_cosine: 0.9999,
+};
+
+/// Every weight type the backend multiplies with.
+const TYPES: [GgmlType; 13] = {
+    use GgmlType::*;
+    [
+        F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
+    ]
+};
+
+#[test]
+fn synthetic_models_of_every_type_match_the_reference_layer_by_layer() {
+    // One backend per model: a model owns its backend.
+    let mut cuda = Some(require_cuda!());
+    for arch in ARCHS {
+        for ty in TYPES {
+            // Rows of 256 and 512: whole blocks of every type.
+            let spec = Synthetic {
+                matrix_type: ty,
+                n_embd: 256,
+                n_head: 4,
+                head_dim: 64,
+                n_ff: 512,
+                ..Synthetic::tiny(arch)
+            };
+            let file = file_of(&spec.writer(7));
+            let reference = Model::from_file(file.clone(), RefBackend::new()).unwrap();
+            let backend = cuda.take().map_or_else(|| CudaBackend::new(0), Ok).unwrap();
+            let model = Model::from_file(file, backend).unwrap();
+            // 5 tokens take the matrix-vector kernels, 23 cuBLAS.
+            for (n, tolerance) in [(5, SYNTHETIC), (23, Tolerance::LLAMA_CPP)] {
+                let tokens = tokens(1, n);
+                check_traces(
+                    &format!("{arch} with {ty} matrices, {n} tokens"),
+                    &trace(&reference, &tokens),
+                    &trace(&model, &tokens),
+                    tolerance,
+                );
+            }
+        }
+    }
+}
+
+/// Decoding token by token, batches of several sequences in scattered blocks, and passes
+/// of whole chunks of one sequence all give the same logits (to the order of f32 sums): the
+/// positions, slots and windows of every path agree.
+#[test]
+fn decoding_and_batches_of_sequences_agree_with_one_pass() {
+    let mut cuda = Some(require_cuda!());
+    for arch in ARCHS {
+        let backend = cuda.take().map_or_else(|| CudaBackend::new(0), Ok).unwrap();
+        let model = Model::from_file(Synthetic::tiny(arch).file(7), backend).unwrap();
+        let seqs = [tokens(1, 23), tokens(2, 17), tokens(3, 9)];
+        let want: Vec<Vec<Vec<f32>>> = seqs
+            .iter()
+            .map(|s| {
+                // Passes of at most 8 tokens take the f32 matrix-vector kernels, as the
+                // batches below do; cuBLAS's f16 operands would round differently.
+                let mut cache = model.new_kv_cache(KvConfig::new(s.len(), 1, 8)).unwrap();
+                let logits = model.eval(&mut cache, 0, s, LogitsFor::All).unwrap();
+                logits.rows().map(<[f32]>::to_vec).collect()
+            })
+            .collect();
+        let config = KvConfig::new(64, 6, 16).with_block_size(2);
+        let mut cache = model.new_kv_cache(config).unwrap();
+        // Blocks taken and given back first, so that the sequences get scattered ones.
+        for (seq, len) in [(3, 9), (4, 14), (5, 5)] {
+            model
+                .eval(&mut cache, seq, &tokens(9, len), LogitsFor::Last)
+                .unwrap();
+        }
+        for seq in [4, 3, 5] {
+            cache.clear_seq(seq);
+        }
+        let mut next = [0; 3];
+        let mut round = 0;
+        while next.iter().zip(&seqs).any(|(&n, s)| n < s.len()) {
+            let mut batch = Batch::new();
+            for (seq, tokens) in seqs.iter().enumerate() {
+                // 1, 2 and 3 tokens of the three sequences: 6 at most.
+                let take = (1 + (round + seq) % 3).min(tokens.len() - next[seq]);
+                for (pos, &token) in tokens.iter().enumerate().skip(next[seq]).take(take) {
+                    batch.push(token, seq, pos, true);
+                }
+                next[seq] += take;
+            }
+            let logits = model.forward(&batch, &mut cache).unwrap();
+            for (i, place) in batch.places().iter().enumerate() {
+                let got = logits.for_token(i).unwrap();
+                let diff = common::synthetic::max_rel_diff(got, &want[place.seq][place.pos]);
+                assert!(
+                    diff <= 2e-3,
+                    "{arch}: sequence {} position {} differs by {diff:e} from one pass",
+                    place.seq,
+                    place.pos
+                );
+            }
+            round += 1;
+        }
+    }
+}
+
+/// A real model against the reference, every named intermediate within llama.cpp's own
+/// tolerance.
+fn check_real(name: &str) {
+    let path = require_model!(name);
+    let cuda = require_cuda!();
+    let file = plumb_gguf::GgufFile::open(&path).unwrap();
+    let tokens = plumb_tokenizer::Tokenizer::from_gguf(file.metadata())
+        .unwrap()
+        .encode(PROMPT, true, false)
+        .unwrap();
+    let reference = Model::load(&path, RefBackend::new()).unwrap();
+    let model = Model::load(&path, cuda).unwrap();
+    check_traces(
+        name,
+        &trace(&reference, &tokens),
+        &trace(&model, &tokens),
+        Tolerance::LLAMA_CPP,
+    );
+}
+
+#[test]
+fn smollm2_layers_match_the_reference() {
+    check_real("smollm2-135m");
+}
+
+#[test]
+fn qwen2_layers_match_the_reference() {
+    check_real("qwen2.5-coder-0.5b");
+}
+
+#[test]
+fn gemma3_layers_match_the_reference() {
+    check_real("gemma3-270m");
+}
+
+/// The logits of every position of `tokens` and of four decoded tokens after them, with the
+/// prompt evaluated in batches of `max_batch`.
+fn decode<B: Backend>(model: &Model<B>, tokens: &[u32], max_batch: usize) -> Vec<Vec<f32>> {
+    let mut cache = model
+        .new_kv_cache(KvConfig::new(tokens.len() + 4, 1, max_batch))
+        .unwrap();
+    let logits = model.eval(&mut cache, 0, tokens, LogitsFor::All).unwrap();
+    let mut rows: Vec<Vec<f32>> = logits.rows().map(<[f32]>::to_vec).collect();
+    for step in 0..4u32 {
+        let logits = model
+            .eval(&mut cache, 0, &[step + 100], LogitsFor::Last)
+            .unwrap();
+        rows.push(logits.last().unwrap().to_vec());
+    }
+    rows
+}
+
+/// ‖a − b‖ / ‖b‖.
+fn rel_rms(a: &[f32], b: &[f32]) -> f64 {
+    let err: f64 = a.iter().zip(b).map(|(x, y)| f64::from(x - y).powi(2)).sum();
+    let norm: f64 = b.iter().map(|y| f64::from(*y).powi(2)).sum();
+    (err / norm).sqrt()
+}
+
+/// On a real model, decoding token by token equals evaluating the prompt in batches of four
+/// (both take the matrix-vector kernels, which treat each row alike) to f32 rounding, and
+/// the whole prompt in one batch (cuBLAS with f16 operands) to f16 rounding; a mistake in
+/// positions, masking, windows or the cache moves logits by far more.
+fn check_decoding(name: &str) {
+    let path = require_model!(name);
+    let cuda = require_cuda!();
+    let file = plumb_gguf::GgufFile::open(&path).unwrap();
+    let tokens = plumb_tokenizer::Tokenizer::from_gguf(file.metadata())
+        .unwrap()
+        .encode(PROMPT, true, false)
+        .unwrap();
+    let model = Model::load(&path, cuda).unwrap();
+    let one_by_one = decode(&model, &tokens, 1);
+    for (max_batch, tolerance) in [(4, 1e-4), (64, 0.05)] {
+        let batched = decode(&model, &tokens, max_batch);
+        for (t, (a, b)) in batched.iter().zip(&one_by_one).enumerate() {
+            let err = rel_rms(a, b);
+            assert!(
+                err <= tolerance,
+                "{name}: position {t} in batches of {max_batch} differs from token by token \
+                 by relative RMS {err:e}"
+            );
+        }
+    }
+}
+
+#[test]
+fn smollm2_decodes_as_it_prefills() {
+    check_decoding("smollm2-135m");
+}
+
+#[test]
+fn gemma3_decodes_as_it_prefills() {
+    check_decoding("gemma3-270m");
+}

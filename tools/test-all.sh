@@ -1,0 +1,42 @@
+#!/bin/sh
+# The whole test suite, as CI runs it (.ci/run) and as README.md gives it:
+#   formatting and lints, the test models and llama.cpp's tokenizer test vocabularies (fetched
+#   once, then cached), every crate's tests in release mode against the reference data in
+#   testdata/, and on x86-64 the NEON kernels under qemu user emulation.
+#
+# Needs, besides the Rust toolchain (with clippy and rustfmt) and python3 with pip:
+#   rustup target add aarch64-unknown-linux-gnu
+#   apt-get install qemu-user gcc-aarch64-linux-gnu
+# A missing one is an error before anything runs, not a skip.
+set -eu
+cd "$(dirname "$0")/.."
+
+if [ "$(uname -m)" = x86_64 ]; then
+    missing=""
+    command -v qemu-aarch64 >/dev/null || missing="$missing qemu-aarch64 (apt-get install qemu-user)"
+    command -v aarch64-linux-gnu-gcc >/dev/null ||
+        missing="$missing aarch64-linux-gnu-gcc (apt-get install gcc-aarch64-linux-gnu)"
+    rustup target list --installed 2>/dev/null | grep -qx aarch64-unknown-linux-gnu ||
+        missing="$missing the aarch64 Rust target (rustup target add aarch64-unknown-linux-gnu)"
+    if [ -n "$missing" ]; then
+        echo "test-all: the NEON tests under qemu need:$missing" >&2
+        exit 1
+    fi
+fi
+
+echo "== cargo fmt --check"
+cargo fmt --all --check
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets -- -D warnings
+echo "== test models"
+cargo run --release -q -p plumb -- pull all
+echo "== llama.cpp tokenizer test vocabularies"
+crates/tokenizer/scripts/fetch-llama-vocabs.sh
+echo "== cargo test"
+# Every test binary runs, so that one failure does not hide the others.
+cargo test --workspace --release --no-fail-fast
+if [ "$(uname -m)" = x86_64 ]; then
+    echo "== NEON kernels under qemu"
+    tools/test-aarch64.sh
+fi
+echo "test-all: every step passed"
