@@ -113,6 +113,11 @@ impl WgpuBackend {
         self.recorder.submitted()
     }
 
+    /// Whether the adapter is a CPU (lavapipe): the same kernels, orders of magnitude slower.
+    pub fn is_cpu(&self) -> bool {
+        self.gpu.adapter.device_type == wgpu::DeviceType::Cpu
+    }
+
     /// The adapter's name and API, for messages: "llvmpipe (LLVM 15.0.6, 256 bits) (Vulkan)".
     pub fn adapter(&self) -> String {
         format!("{} ({:?})", self.gpu.adapter.name, self.gpu.adapter.backend)

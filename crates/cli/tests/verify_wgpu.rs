@@ -29,18 +29,24 @@ fn verify(name: &str) {
     assert!(text.contains(", all within tolerance"), "{text}");
     assert!(text.contains("same top-1 at 100.0% of positions"), "{text}");
 
-    // The f16 cache's rounding (about 1e-3) is above a tenth of the tolerance: asking for
-    // that much must fail, or the check could not see an error of the tolerance's size.
-    let o = plumb(&[
-        "verify",
-        "-m",
-        model.to_str().unwrap(),
-        "--backend",
-        "wgpu",
-        "--tolerance",
-        "1e-4",
-    ]);
-    assert_eq!(o.status.code(), Some(1), "{name} at 1e-4");
+    // The f16 cache's rounding (about 1e-3) is above a tenth of the tolerance: were it not,
+    // the run could not tell the wgpu backend from the reference itself, and the check could
+    // not see an error of the tolerance's size.
+    assert!(worst_rel_rms(&text) >= 1e-4, "{name}: {text}");
+}
+
+/// The largest relative RMS error in verify's table (the column before each verdict).
+fn worst_rel_rms(table: &str) -> f64 {
+    table
+        .lines()
+        .filter_map(|line| {
+            let cells: Vec<&str> = line.split_whitespace().collect();
+            match cells[..] {
+                [.., rel_rms, "ok"] => rel_rms.parse::<f64>().ok(),
+                _ => None,
+            }
+        })
+        .fold(0.0, f64::max)
 }
 
 #[test]

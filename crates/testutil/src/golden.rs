@@ -339,12 +339,40 @@ const CHUNK: usize = 128;
 /// teacher-forced in passes of up to [`CHUNK`] tokens. Every backend's golden tests call it.
 /// Skips loudly when the model is missing; its golden data is part of the repository.
 pub fn check_model<B: Backend>(name: &str, backend: B, firm_margin: f32) {
+    check_model_where(name, backend, firm_margin, |_| {});
+}
+
+/// [`check_model`] on the golden prompts named in `prompts` alone: for a backend too slow
+/// to run the long ones in every test run. Panics, naming it, on a prompt the golden data
+/// does not have.
+pub fn check_model_prompts<B: Backend>(name: &str, backend: B, firm_margin: f32, prompts: &[&str]) {
+    check_model_where(name, backend, firm_margin, |golden| {
+        for wanted in prompts {
+            assert!(
+                golden.prompt(wanted).is_some(),
+                "golden/{name}/logits.gguf has no prompt {wanted:?}"
+            );
+        }
+        golden
+            .prompts
+            .retain(|p| prompts.contains(&p.name.as_str()));
+    });
+}
+
+/// [`check_model`] on the golden data as `select` leaves it.
+fn check_model_where<B: Backend>(
+    name: &str,
+    backend: B,
+    firm_margin: f32,
+    select: impl FnOnce(&mut GoldenLogits),
+) {
     let test = format!("golden {name} ({})", backend.name());
     let Some(model_path) = crate::model(&test, name) else {
         return;
     };
-    let golden =
+    let mut golden =
         GoldenLogits::open(&crate::testdata(&format!("golden/{name}/logits.gguf"))).unwrap();
+    select(&mut golden);
     let label = format!("{name} ({})", backend.name());
     let model = Model::load(&model_path, backend).unwrap();
     assert_eq!(model.hparams().n_vocab, golden.n_vocab);
