@@ -5,11 +5,20 @@
 #   testdata/, and on x86-64 the NEON kernels under qemu user emulation.
 #
 # Needs, besides the Rust toolchain (with clippy and rustfmt) and python3 with pip:
-#   rustup target add aarch64-unknown-linux-gnu
+#   rustup target add aarch64-unknown-linux-gnu aarch64-apple-darwin
 #   apt-get install qemu-user gcc-aarch64-linux-gnu
-# A missing one is an error before anything runs, not a skip.
+# A missing one is an error before anything runs, not a skip. The wgpu backend's tests run on
+# whatever Vulkan adapter the loader finds (.ci/run picks Mesa's lavapipe) and skip loudly
+# without one.
 set -eu
 cd "$(dirname "$0")/.."
+
+# The wgpu backend's Metal path is compiled for Apple silicon, though nothing here runs it.
+rustup target list --installed 2>/dev/null | grep -qx aarch64-apple-darwin || {
+    echo "test-all: the Metal build check needs the aarch64-apple-darwin Rust target" \
+        "(rustup target add aarch64-apple-darwin)" >&2
+    exit 1
+}
 
 if [ "$(uname -m)" = x86_64 ]; then
     missing=""
@@ -28,6 +37,8 @@ echo "== cargo fmt --check"
 cargo fmt --all --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
+echo "== the wgpu backend for Apple silicon (Metal), compiled only"
+cargo clippy --target aarch64-apple-darwin -p plumb-backend-wgpu -- -D warnings
 echo "== test models"
 cargo run --release -q -p plumb -- pull all
 echo "== llama.cpp tokenizer test vocabularies"
