@@ -68,6 +68,7 @@ impl CpuBackend {
     pub fn new(n_threads: usize, cache_type: KvCacheType) -> Result<CpuBackend> {
         let pool = ThreadPool::new(n_threads.max(1))
             .map_err(|e| CHECK.error("new", format!("cannot start the thread pool: {e}")))?;
+        plumb_ggml::Isa::env_cap().map_err(|e| CHECK.error("new", e))?;
         let kernels = RowKernels::detect();
         tracing::info!(
             threads = n_threads,
