@@ -103,6 +103,8 @@ pub struct AttentionStep {
     pub n_head: usize,
     /// The factor applied to `q·k` before the softmax.
     pub scale: f32,
+    /// Soft-capping of the scaled scores, `c·tanh(score/c)`, before the softmax (gemma2).
+    pub softcap: Option<f32>,
 }
 
 /// A projection `x · Wᵀ (+ b)`: a matrix weight and its optional bias.
@@ -296,6 +298,19 @@ pub trait Backend: Send + Sync {
         let k = self.rope(k, head_dim, rope, pass)?;
         self.store_kv(&k, v, kv, layer, pass)?;
         Ok((q, k))
+    }
+
+    /// Soft-capping, `cap·tanh(x/cap)` elementwise (gemma2's final logits). The default
+    /// computes it on the host, in f64 and rounded once; it runs once per pass.
+    fn softcap(&self, x: Self::Tensor, cap: f32) -> Result<Self::Tensor> {
+        let (n_tokens, width) = (x.n_tokens(), x.width());
+        let cap = f64::from(cap);
+        let values = self
+            .to_host(&x)?
+            .into_iter()
+            .map(|v| (cap * (f64::from(v) / cap).tanh()) as f32)
+            .collect();
+        self.upload(n_tokens, width, values)
     }
 
     /// The `k` largest logits of each row, largest first (ties: the lower id first), as

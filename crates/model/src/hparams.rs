@@ -2,7 +2,7 @@
 
 use plumb_gguf::{GgufFile, Metadata};
 
-use crate::rope::{Rope, RopeStyle};
+use crate::rope::{Rope, RopeStyle, Yarn};
 use crate::{ModelError, Result};
 
 /// The architectures plumb can run, by their `general.architecture` name.
@@ -11,6 +11,8 @@ pub enum Architecture {
     /// Llama 2/3, TinyLlama, SmolLM2, Mistral.
     Llama,
     Qwen2,
+    Qwen3,
+    Gemma2,
     Gemma3,
 }
 
@@ -19,6 +21,8 @@ impl Architecture {
         match name {
             "llama" => Some(Self::Llama),
             "qwen2" => Some(Self::Qwen2),
+            "qwen3" => Some(Self::Qwen3),
+            "gemma2" => Some(Self::Gemma2),
             "gemma3" => Some(Self::Gemma3),
             _ => None,
         }
@@ -28,6 +32,8 @@ impl Architecture {
         match self {
             Self::Llama => "llama",
             Self::Qwen2 => "qwen2",
+            Self::Qwen3 => "qwen3",
+            Self::Gemma2 => "gemma2",
             Self::Gemma3 => "gemma3",
         }
     }
@@ -36,7 +42,7 @@ impl Architecture {
     pub fn rope_style(self) -> RopeStyle {
         match self {
             Self::Llama => RopeStyle::Normal,
-            Self::Qwen2 | Self::Gemma3 => RopeStyle::Neox,
+            Self::Qwen2 | Self::Qwen3 | Self::Gemma2 | Self::Gemma3 => RopeStyle::Neox,
         }
     }
 }
@@ -64,6 +70,10 @@ pub struct HyperParams {
     pub rope: Rope,
     /// `attention.sliding_window`, for architectures with local attention layers.
     pub sliding_window: Option<usize>,
+    /// `attn_logit_softcapping`: attention scores become `c·tanh(score/c)` (gemma2).
+    pub attn_softcap: Option<f32>,
+    /// `final_logit_softcapping`: the logits become `c·tanh(logit/c)` (gemma2).
+    pub final_softcap: Option<f32>,
 }
 
 impl HyperParams {
@@ -103,22 +113,37 @@ impl HyperParams {
                 format!("{n_rot} is odd or wider than the {head_dim_k}-wide key heads"),
             ));
         }
+        let freq_base = keys.optional_f32("rope.freq_base", 10000.0)?;
+        let n_ctx_train = keys.required("context_length")?;
+        let (freq_scale, yarn, attn_factor) = keys.rope_scaling(n_rot, freq_base, n_ctx_train)?;
         let rope = Rope {
             style: architecture.rope_style(),
             n_rot,
-            freq_base: keys.optional_f32("rope.freq_base", 10000.0)?,
-            freq_scale: keys.rope_freq_scale()?,
+            freq_base,
+            freq_scale,
             freq_factors: None,
+            yarn,
+            attn_factor,
         };
         let sliding_window = match architecture {
             Architecture::Gemma3 => Some(keys.required("attention.sliding_window")?),
-            Architecture::Llama | Architecture::Qwen2 => None,
+            // llama.cpp's default is Gemma 2's own window.
+            Architecture::Gemma2 => Some(keys.optional("attention.sliding_window", 4096)?),
+            Architecture::Llama | Architecture::Qwen2 | Architecture::Qwen3 => None,
+        };
+        // Gemma 2 always caps; llama.cpp's defaults are the published models' values.
+        let (attn_softcap, final_softcap) = match architecture {
+            Architecture::Gemma2 => (
+                Some(keys.softcap("attn_logit_softcapping", 50.0)?),
+                Some(keys.softcap("final_logit_softcapping", 30.0)?),
+            ),
+            _ => (None, None),
         };
 
         Ok(HyperParams {
             architecture,
             n_vocab: vocab_size(file, &keys)?,
-            n_ctx_train: keys.required("context_length")?,
+            n_ctx_train,
             n_embd,
             n_layer,
             n_head,
@@ -129,6 +154,8 @@ impl HyperParams {
             rms_eps: md.get_f32(&keys.key("attention.layer_norm_rms_epsilon"))?,
             rope,
             sliding_window,
+            attn_softcap,
+            final_softcap,
         })
     }
 
@@ -190,9 +217,27 @@ impl Keys<'_> {
         }
     }
 
-    /// `rope.scaling.type` and `rope.scaling.factor` (or the older `rope.scale_linear`), as
-    /// llama.cpp reads them: the type defaults to linear, a factor of 0 means no scaling.
-    fn rope_freq_scale(&self) -> Result<f32> {
+    /// A soft-capping value `c > 0` (`c·tanh(x/c)`), or its default.
+    fn softcap(&self, suffix: &str, default: f32) -> Result<f32> {
+        let cap = self.optional_f32(suffix, default)?;
+        if cap.is_finite() && cap > 0.0 {
+            Ok(cap)
+        } else {
+            Err(self.bad(suffix, format!("{cap} is not a positive cap")))
+        }
+    }
+
+    /// `rope.scaling.type`, `rope.scaling.factor` (or the older `rope.scale_linear`) and
+    /// `rope.scaling.attn_factor`, as llama.cpp reads them: the type defaults to linear, a
+    /// factor of 0 means no scaling. Returns `freq_scale`, YaRN's blend, and `attn_factor`.
+    /// YaRN's original context is `rope.scaling.original_context_length`, else the training
+    /// context.
+    fn rope_scaling(
+        &self,
+        n_rot: usize,
+        freq_base: f32,
+        n_ctx_train: usize,
+    ) -> Result<(f32, Option<Yarn>, f32)> {
         let type_key = self.key("rope.scaling.type");
         let scaling = if self.md.contains(&type_key) {
             self.md.get_str(&type_key)?
@@ -204,14 +249,29 @@ impl Keys<'_> {
         } else {
             self.optional_f32("rope.scale_linear", 0.0)?
         };
+        let attn_factor = self.optional_f32("rope.scaling.attn_factor", 1.0)?;
+        if !(attn_factor.is_finite() && attn_factor > 0.0) {
+            return Err(self.bad(
+                "rope.scaling.attn_factor",
+                format!("{attn_factor} is not a positive factor"),
+            ));
+        }
+        if factor < 0.0 || !factor.is_finite() {
+            return Err(self.bad("rope.scaling.factor", format!("{factor} is not a factor")));
+        }
+        let freq_scale = if factor == 0.0 { 1.0 } else { 1.0 / factor };
         match scaling {
-            "none" => Ok(1.0),
-            "linear" if factor == 0.0 => Ok(1.0),
-            "linear" if factor > 0.0 => Ok(1.0 / factor),
-            "linear" => Err(self.bad("rope.scaling.factor", format!("{factor} is negative"))),
+            "none" => Ok((1.0, None, attn_factor)),
+            "linear" => Ok((freq_scale, None, attn_factor)),
+            "yarn" => {
+                let n_ctx_orig =
+                    self.optional("rope.scaling.original_context_length", n_ctx_train)?;
+                let yarn = Yarn::new(n_rot, n_ctx_orig, freq_base);
+                Ok((freq_scale, Some(yarn), attn_factor))
+            }
             other => Err(self.bad(
                 "rope.scaling.type",
-                format!("{other:?} RoPE scaling is not supported yet (only none and linear)"),
+                format!("{other:?} RoPE scaling is not supported yet (only none, linear and yarn)"),
             )),
         }
     }
@@ -280,6 +340,24 @@ mod tests {
         assert_eq!(hp.rope.freq_base, 1e6);
         assert_eq!(hp.rope.freq_scale, 0.25);
         assert_eq!(hp.rope.style, RopeStyle::Neox);
+        assert_eq!(hp.rope.yarn, None);
+    }
+
+    #[test]
+    fn yarn_takes_its_original_context() {
+        use plumb_gguf::Value;
+        let hp = HyperParams::from_gguf(&file(
+            "qwen3",
+            &[
+                ("rope.scaling.type", Value::String("yarn".into())),
+                ("rope.scaling.factor", Value::F32(4.0)),
+                ("rope.scaling.original_context_length", Value::U32(32)),
+            ],
+        ))
+        .unwrap();
+        assert_eq!(hp.rope.freq_scale, 0.25);
+        assert_eq!(hp.rope.yarn, Some(Yarn::new(16, 32, 10000.0)));
+        assert_ne!(hp.rope.yarn, Some(Yarn::new(16, 128, 10000.0)));
     }
 
     #[test]
@@ -306,11 +384,12 @@ mod tests {
 
         let err = HyperParams::from_gguf(&file(
             "llama",
-            &[("rope.scaling.type", Value::String("yarn".into()))],
+            &[("rope.scaling.type", Value::String("dynamic".into()))],
         ))
         .unwrap_err();
         assert!(
-            err.to_string().contains("llama.rope.scaling.type") && err.to_string().contains("yarn"),
+            err.to_string().contains("llama.rope.scaling.type")
+                && err.to_string().contains("dynamic"),
             "{err}"
         );
     }

@@ -5,9 +5,11 @@ use std::sync::Arc;
 
 use plumb_gguf::{GgufFile, Metadata};
 
+use crate::arch::gemma2::Gemma2;
 use crate::arch::gemma3::Gemma3;
 use crate::arch::llama::{Llama, LLAMA};
 use crate::arch::qwen2::QWEN2;
+use crate::arch::qwen3::QWEN3;
 use crate::backend::{Backend, PassInputs};
 use crate::batch::{Batch, Logits, LogitsFor, TopLogits};
 use crate::hparams::{Architecture, HyperParams};
@@ -24,9 +26,10 @@ pub struct Model<B: Backend> {
     decoder: Decoder<B>,
 }
 
-/// The forward passes plumb has; qwen2 runs on the Llama decoder.
+/// The forward passes plumb has; qwen2 and qwen3 run on the Llama decoder.
 enum Decoder<B: Backend> {
     Llama(Llama<B>),
+    Gemma2(Gemma2<B>),
     Gemma3(Gemma3<B>),
 }
 
@@ -47,6 +50,8 @@ impl<B: Backend> Model<B> {
         let decoder = match hparams.architecture {
             Architecture::Llama => Decoder::Llama(Llama::load(&mut loader, &hparams, &LLAMA)?),
             Architecture::Qwen2 => Decoder::Llama(Llama::load(&mut loader, &hparams, &QWEN2)?),
+            Architecture::Qwen3 => Decoder::Llama(Llama::load(&mut loader, &hparams, &QWEN3)?),
+            Architecture::Gemma2 => Decoder::Gemma2(Gemma2::load(&mut loader, &hparams)?),
             Architecture::Gemma3 => Decoder::Gemma3(Gemma3::load(&mut loader, &hparams)?),
         };
         let unused = loader.unused();
@@ -109,6 +114,7 @@ impl<B: Backend> Model<B> {
             .map(|il| {
                 let window = match &self.decoder {
                     Decoder::Llama(_) => None,
+                    Decoder::Gemma2(g) => g.layer_window(il),
                     Decoder::Gemma3(g) => g.layer_window(il),
                 };
                 LayerKv::new(hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, window)
@@ -240,6 +246,7 @@ impl<B: Backend> Model<B> {
                 let mut pass = Pass::new(&self.backend, &state, storage, observer);
                 let logits = match &self.decoder {
                     Decoder::Llama(d) => d.forward(&mut pass),
+                    Decoder::Gemma2(d) => d.forward(&mut pass),
                     Decoder::Gemma3(d) => d.forward(&mut pass),
                 }?;
                 output(&logits)

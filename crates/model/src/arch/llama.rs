@@ -5,8 +5,13 @@
 //! out = h + W_down(SiLU(W_gate·n) ⊙ W_up·n)   where n = RMSNorm(h)
 //! ```
 //!
-//! then a final RMSNorm and the projection to the vocabulary. Qwen2 is the same decoder with
-//! other options (see `qwen2.rs`).
+//! then a final RMSNorm and the projection to the vocabulary. Qwen2 and Qwen3 are the same
+//! decoder with other options (see `qwen2.rs`, `qwen3.rs`).
+//!
+//! Llama 3.1 and later slow RoPE's low frequencies down ("llama3" rope scaling): the converter
+//! computes the per-pair divisors and stores them as `rope_freqs.weight`, which is all
+//! llama.cpp reads of it. Mistral is this architecture too: llama.cpp's llama graph has no
+//! sliding window, and Mistral's GGUF files carry none.
 
 use crate::backend::{Activation, Backend};
 use crate::hparams::HyperParams;
@@ -22,6 +27,8 @@ pub(crate) struct Variant {
     pub ffn_bias: Bias,
     /// Whether the file may carry `rope_freqs.weight` (Llama 3.1's frequency factors).
     pub rope_freq_factors: bool,
+    /// Whether queries and keys are RMS-normalized per head before RoPE (qwen3).
+    pub qk_norm: bool,
 }
 
 /// Llama itself: optional biases, as llama.cpp accepts them, and Llama 3.1's RoPE factors.
@@ -29,6 +36,7 @@ pub(crate) const LLAMA: Variant = Variant {
     qkv_bias: Bias::Optional,
     ffn_bias: Bias::Optional,
     rope_freq_factors: true,
+    qk_norm: false,
 };
 
 pub(crate) struct Llama<B: Backend> {
@@ -64,7 +72,13 @@ impl<B: Backend> Llama<B> {
                 Ok(Block {
                     attn_norm: loader
                         .tensor(&format!("blk.{il}.attn_norm.weight"), &[hp.n_embd])?,
-                    attention: SelfAttention::load(loader, il, hp, variant.qkv_bias, false)?,
+                    attention: SelfAttention::load(
+                        loader,
+                        il,
+                        hp,
+                        variant.qkv_bias,
+                        variant.qk_norm,
+                    )?,
                     ffn_norm: loader.tensor(&format!("blk.{il}.ffn_norm.weight"), &[hp.n_embd])?,
                     ffn: GatedFfn::load(loader, il, hp, Activation::Silu, variant.ffn_bias)?,
                 })
@@ -85,6 +99,7 @@ impl<B: Backend> Llama<B> {
         let attention = AttentionConfig {
             rope: &self.rope,
             scale: self.attention_scale,
+            softcap: None,
         };
         let mut x = b.embed(&self.token_embd, pass.state)?;
         pass.observe(&x, "inp_embd", None)?;

@@ -10,4 +10,5 @@ pub(crate) const QWEN2: Variant = Variant {
     qkv_bias: Bias::Required,
     ffn_bias: Bias::No,
     rope_freq_factors: false,
+    qk_norm: false,
 };

@@ -11,6 +11,8 @@ pub(crate) struct AttentionConfig<'r> {
     pub rope: &'r Rope,
     /// The factor on `q·k` before the softmax, usually `1/√head_dim`.
     pub scale: f32,
+    /// Soft-capping of the scaled scores (gemma2), else `None`.
+    pub softcap: Option<f32>,
 }
 
 /// Multi-head self-attention with grouped KV heads: project, optionally normalize Q and K per
@@ -20,7 +22,7 @@ pub(crate) struct SelfAttention<B: Backend> {
     k: Linear<B>,
     v: Linear<B>,
     output: Linear<B>,
-    /// Per-head RMSNorm of queries and keys (gemma3).
+    /// Per-head RMSNorm of queries and keys (qwen3, gemma3).
     qk_norm: Option<(B::Weight, B::Weight)>,
     n_head: usize,
     head_dim_k: usize,
@@ -128,6 +130,7 @@ impl<B: Backend> SelfAttention<B> {
             layer: il,
             n_head: self.n_head,
             scale: config.scale,
+            softcap: config.softcap,
         };
         let attended = b.attention(&q, pass.kv, &step, pass.state)?;
         pass.observe(&attended, "kqv_out", Some(il))?;
