@@ -29,6 +29,8 @@ pub const MAX_MEAN_KL: f64 = 0.01;
 
 /// One model's `logits.gguf`.
 pub struct GoldenLogits {
+    /// The sha256 of the model file llama.cpp ran.
+    pub model_sha256: String,
     pub n_vocab: usize,
     pub prompts: Vec<GoldenPrompt>,
 }
@@ -59,6 +61,7 @@ impl GoldenLogits {
         let err = |e: plumb_gguf::GgufError| format!("{}: {e}", path.display());
         let top_k = md.get_usize("golden.top_k").map_err(err)?;
         let n_vocab = md.get_usize("golden.n_vocab").map_err(err)?;
+        let model_sha256 = md.get_str("golden.model_sha256").map_err(err)?.to_owned();
         let names = md.get_str_array("golden.prompts").map_err(err)?;
         let prompts = names
             .iter()
@@ -88,7 +91,11 @@ impl GoldenLogits {
                 ));
             }
         }
-        Ok(GoldenLogits { n_vocab, prompts })
+        Ok(GoldenLogits {
+            model_sha256,
+            n_vocab,
+            prompts,
+        })
     }
 
     pub fn prompt(&self, name: &str) -> Option<&GoldenPrompt> {

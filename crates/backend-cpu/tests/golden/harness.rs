@@ -30,6 +30,17 @@ pub fn check_model<B: Backend>(name: &str, backend: B, firm_margin: f32) {
     let golden = GoldenLogits::open(&golden_path).unwrap();
     let label = format!("{name} ({})", backend.name());
     let model = Model::load(&model_path, backend).unwrap();
+    check_loaded(&label, &model, &golden, firm_margin);
+}
+
+/// Checks a loaded model against golden logits, counting top-1 choices as firm from
+/// `firm_margin` on; `label` names it in the table and in failures.
+pub fn check_loaded<B: Backend>(
+    label: &str,
+    model: &Model<B>,
+    golden: &GoldenLogits,
+    firm_margin: f32,
+) {
     assert_eq!(model.hparams().n_vocab, golden.n_vocab);
-    check_every_prompt(&label, &golden, firm_margin, |prompt| score(&model, prompt));
+    check_every_prompt(label, golden, firm_margin, |prompt| score(model, prompt));
 }

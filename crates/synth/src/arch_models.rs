@@ -1,0 +1,433 @@
+//! Tiny random-weight models of the architectures plumb runs (`plumb synth --arch NAME`), to
+//! check plumb against llama.cpp where no real file of the architecture is at hand.
+//!
+//! Each has the architecture's real tensor names, shapes and metadata keys, a handful of
+//! layers of width 64–128, all weights in F32 (so that llama.cpp computes in f32 as the
+//! reference does), and the tokenizer of a real model copied key by key from its GGUF file, so
+//! that llama.cpp tokenizes text as it would for a real model. The weights are scaled for
+//! decisive outputs: queries and keys make attention weights far from uniform (so RoPE and the
+//! masks matter), and the logits spread over about ±25, so that most positions have a top-1
+//! that leads its runner-up by more than 1 (a KL check on flat distributions proves nothing).
+//! Norm weights scatter around 1, so a norm applied in the wrong place shows. Every value is
+//! a function of the seed, the tensor's name and its row: the same inputs give the same bytes.
+
+use std::f64::consts::PI;
+use std::path::Path;
+
+use plumb_gguf::{GgmlType, GgufStreamWriter, Metadata, TensorSpec, Value};
+
+use crate::weights::{fnv1a, normal_row};
+use crate::SynthError;
+
+/// The models, by the name `--arch` takes.
+pub const ARCH_MODELS: [ArchModel; 4] = [LLAMA3, MISTRAL, QWEN3, GEMMA2];
+
+/// One tiny model: its architecture and shape, and the options that make it that model.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ArchModel {
+    pub name: &'static str,
+    /// `general.architecture`.
+    pub architecture: &'static str,
+    pub n_layer: usize,
+    pub n_embd: usize,
+    pub n_head: usize,
+    pub n_head_kv: usize,
+    /// Width of one query/key/value head; `n_embd / n_head` unless the model says otherwise.
+    pub head_dim: usize,
+    pub n_ff: usize,
+    pub rope_freq_base: f32,
+    /// The standard deviation of the embeddings.
+    pub embd_std: f32,
+    /// An `output.weight` of its own, of this standard deviation, rather than the embedding
+    /// table tied to it. Tied to a unit-RMS final state, a token's own embedding would give it
+    /// the top logit at nearly every position, whatever the layers computed.
+    pub output_std: Option<f32>,
+    pub options: Options,
+}
+
+/// What sets a model apart from the plain Llama decoder.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Options {
+    Plain,
+    /// `rope_freqs.weight`, computed as the converter does for Llama 3.1's "llama3" rope
+    /// scaling from these settings.
+    Llama3Rope {
+        factor: f64,
+        low_freq_factor: f64,
+        high_freq_factor: f64,
+        original_context: f64,
+    },
+    /// Per-head RMSNorm of queries and keys (`attn_q_norm`, `attn_k_norm`).
+    QkNorm,
+    /// Gemma 2: post-norms, sliding window, soft-capping. Its embeddings, scaled by
+    /// `√n_embd`, dominate the residual stream, and its output is tied to them; post-norm
+    /// weights around `post_norm_mean` let the layers' outputs compete.
+    Gemma2 {
+        sliding_window: usize,
+        attn_softcap: f32,
+        final_softcap: f32,
+        post_norm_mean: f32,
+    },
+}
+
+/// Llama 3.1-style: GQA and RoPE frequency factors. The factors' original context is 256
+/// rather than 8192, and the base 10000 rather than 500000, so that the factors change angles
+/// within a few hundred positions, where a test can see them.
+pub const LLAMA3: ArchModel = ArchModel {
+    name: "llama3",
+    architecture: "llama",
+    n_layer: 2,
+    n_embd: 64,
+    n_head: 4,
+    n_head_kv: 2,
+    head_dim: 16,
+    n_ff: 128,
+    rope_freq_base: 10000.0,
+    embd_std: 1.0,
+    output_std: Some(1.5),
+    options: Options::Llama3Rope {
+        factor: 8.0,
+        low_freq_factor: 1.0,
+        high_freq_factor: 4.0,
+        original_context: 256.0,
+    },
+};
+
+/// Mistral 7B's layout in small: 4 query heads per KV head, RoPE base 1e6.
+pub const MISTRAL: ArchModel = ArchModel {
+    name: "mistral",
+    architecture: "llama",
+    n_layer: 2,
+    n_embd: 128,
+    n_head: 8,
+    n_head_kv: 2,
+    head_dim: 16,
+    n_ff: 256,
+    rope_freq_base: 1_000_000.0,
+    embd_std: 1.0,
+    output_std: Some(1.5),
+    options: Options::Plain,
+};
+
+/// Qwen3: heads wider than `n_embd / n_head` (as Qwen3 0.6B's 128 against 1024/16), Q/K norms.
+pub const QWEN3: ArchModel = ArchModel {
+    name: "qwen3",
+    architecture: "qwen3",
+    n_layer: 2,
+    n_embd: 64,
+    n_head: 4,
+    n_head_kv: 2,
+    head_dim: 32,
+    n_ff: 128,
+    rope_freq_base: 1_000_000.0,
+    embd_std: 1.0,
+    output_std: Some(1.5),
+    options: Options::QkNorm,
+};
+
+/// Gemma 2: local layers 0 and 2 with a 32-position window, global layers 1 and 3, and its
+/// output tied to the embeddings (llama.cpp's gemma2 reads no `output.weight`). The logits are
+/// capped at Gemma 2's 30; the attention scores at 8 rather than 50, since these tiny heads'
+/// scores of a few units would hardly feel a cap of 50.
+pub const GEMMA2: ArchModel = ArchModel {
+    name: "gemma2",
+    architecture: "gemma2",
+    n_layer: 4,
+    n_embd: 64,
+    n_head: 4,
+    n_head_kv: 2,
+    head_dim: 16,
+    n_ff: 128,
+    rope_freq_base: 10000.0,
+    embd_std: 0.6,
+    output_std: None,
+    options: Options::Gemma2 {
+        sliding_window: 32,
+        attn_softcap: 8.0,
+        final_softcap: 30.0,
+        post_norm_mean: 3.0,
+    },
+};
+
+const RMS_EPS: f32 = 1e-6;
+const CONTEXT_LENGTH: u32 = 4096;
+/// `general.file_type` of a file whose tensors are all F32 (`LLAMA_FTYPE_ALL_F32`).
+const FTYPE_ALL_F32: u32 = 0;
+
+impl ArchModel {
+    pub fn named(name: &str) -> Result<ArchModel, SynthError> {
+        ARCH_MODELS
+            .into_iter()
+            .find(|m| m.name == name)
+            .ok_or_else(|| SynthError::UnknownArchModel(name.to_owned()))
+    }
+}
+
+/// How a tensor's values are made.
+enum Init {
+    /// Near-normal, mean 0, this standard deviation.
+    Normal(f32),
+    /// A norm's weight: near-normal around `mean`, of standard deviation `std`.
+    Norm {
+        mean: f32,
+        std: f32,
+    },
+    Values(Vec<f32>),
+}
+
+struct Planned {
+    name: String,
+    shape: Vec<usize>,
+    init: Init,
+}
+
+/// Writes `model` to `path`, with the `tokenizer.*` keys of `tokenizer` (a real model's
+/// metadata) and weights from `seed`.
+pub fn write_arch_model(
+    model: &ArchModel,
+    tokenizer: &Metadata,
+    path: &Path,
+    seed: u64,
+) -> Result<(), SynthError> {
+    let n_vocab = match tokenizer.get("tokenizer.ggml.tokens") {
+        Some(Value::Array(tokens)) => tokens.len(),
+        _ => return Err(SynthError::NoTokenizer),
+    };
+    let md = metadata(model, tokenizer);
+    let tensors = plan(model, n_vocab);
+    let specs: Vec<TensorSpec> = tensors
+        .iter()
+        .map(|t| TensorSpec {
+            name: t.name.clone(),
+            ggml_type: GgmlType::F32,
+            shape: t.shape.iter().map(|&d| d as u64).collect(),
+        })
+        .collect();
+    let mut out = GgufStreamWriter::create(path, &md, &specs)?;
+    for t in &tensors {
+        out.write_data(&values(seed, t))?;
+    }
+    Ok(out.finish()?)
+}
+
+fn metadata(model: &ArchModel, tokenizer: &Metadata) -> Metadata {
+    let arch = model.architecture;
+    let key = |suffix: &str| format!("{arch}.{suffix}");
+    let u32_of = |n: usize| n as u32;
+    let mut md = Metadata::new();
+    md.set("general.architecture", arch);
+    md.set(
+        "general.name",
+        format!("synthetic {} ({arch}, random weights)", model.name),
+    );
+    md.set("general.file_type", FTYPE_ALL_F32);
+    md.set(key("context_length"), CONTEXT_LENGTH);
+    md.set(key("embedding_length"), u32_of(model.n_embd));
+    md.set(key("block_count"), u32_of(model.n_layer));
+    md.set(key("feed_forward_length"), u32_of(model.n_ff));
+    md.set(key("attention.head_count"), u32_of(model.n_head));
+    md.set(key("attention.head_count_kv"), u32_of(model.n_head_kv));
+    md.set(key("attention.key_length"), u32_of(model.head_dim));
+    md.set(key("attention.value_length"), u32_of(model.head_dim));
+    md.set(key("rope.dimension_count"), u32_of(model.head_dim));
+    md.set(key("rope.freq_base"), model.rope_freq_base);
+    md.set(key("attention.layer_norm_rms_epsilon"), RMS_EPS);
+    if let Options::Gemma2 {
+        sliding_window,
+        attn_softcap,
+        final_softcap,
+        ..
+    } = model.options
+    {
+        md.set(key("attention.sliding_window"), u32_of(sliding_window));
+        md.set(key("attn_logit_softcapping"), attn_softcap);
+        md.set(key("final_logit_softcapping"), final_softcap);
+    }
+    for (k, v) in tokenizer
+        .iter()
+        .filter(|(k, _)| k.starts_with("tokenizer."))
+    {
+        md.set(k, v.clone());
+    }
+    md
+}
+
+fn plan(model: &ArchModel, n_vocab: usize) -> Vec<Planned> {
+    let d = model.n_embd;
+    let (q_width, kv_width) = (
+        model.n_head * model.head_dim,
+        model.n_head_kv * model.head_dim,
+    );
+    let inv_sqrt = |n: usize| 1.0 / (n as f32).sqrt();
+    let mut tensors = Vec::new();
+    let mut add = |name: String, shape: &[usize], init: Init| {
+        tensors.push(Planned {
+            name,
+            shape: shape.to_vec(),
+            init,
+        })
+    };
+    let norm = || Init::Norm {
+        mean: 1.0,
+        std: 0.2,
+    };
+    let post_norm = || match model.options {
+        Options::Gemma2 { post_norm_mean, .. } => Init::Norm {
+            mean: post_norm_mean,
+            std: 0.2 * post_norm_mean,
+        },
+        _ => norm(),
+    };
+    add(
+        "token_embd.weight".into(),
+        &[d, n_vocab],
+        Init::Normal(model.embd_std),
+    );
+    if let Options::Llama3Rope {
+        factor,
+        low_freq_factor,
+        high_freq_factor,
+        original_context,
+    } = model.options
+    {
+        let factors = llama3_rope_factors(
+            model.head_dim,
+            model.rope_freq_base,
+            factor,
+            low_freq_factor,
+            high_freq_factor,
+            original_context,
+        );
+        add(
+            "rope_freqs.weight".into(),
+            &[model.head_dim / 2],
+            Init::Values(factors),
+        );
+    }
+    for il in 0..model.n_layer {
+        let name = |n: &str| format!("blk.{il}.{n}.weight");
+        add(name("attn_norm"), &[d], norm());
+        // Queries and keys twice the usual scale: scores of a few units, a peaked softmax.
+        add(
+            name("attn_q"),
+            &[d, q_width],
+            Init::Normal(2.0 * inv_sqrt(d)),
+        );
+        add(
+            name("attn_k"),
+            &[d, kv_width],
+            Init::Normal(2.0 * inv_sqrt(d)),
+        );
+        add(name("attn_v"), &[d, kv_width], Init::Normal(inv_sqrt(d)));
+        if model.options == Options::QkNorm {
+            add(name("attn_q_norm"), &[model.head_dim], norm());
+            add(name("attn_k_norm"), &[model.head_dim], norm());
+        }
+        add(
+            name("attn_output"),
+            &[q_width, d],
+            Init::Normal(inv_sqrt(q_width)),
+        );
+        let gemma2 = matches!(model.options, Options::Gemma2 { .. });
+        if gemma2 {
+            add(name("post_attention_norm"), &[d], post_norm());
+        }
+        add(name("ffn_norm"), &[d], norm());
+        add(
+            name("ffn_gate"),
+            &[d, model.n_ff],
+            Init::Normal(inv_sqrt(d)),
+        );
+        add(name("ffn_up"), &[d, model.n_ff], Init::Normal(inv_sqrt(d)));
+        add(
+            name("ffn_down"),
+            &[model.n_ff, d],
+            Init::Normal(inv_sqrt(model.n_ff)),
+        );
+        if gemma2 {
+            add(name("post_ffw_norm"), &[d], post_norm());
+        }
+    }
+    add("output_norm.weight".into(), &[d], norm());
+    if let Some(std) = model.output_std {
+        add("output.weight".into(), &[d, n_vocab], Init::Normal(std));
+    }
+    tensors
+}
+
+/// The tensor's values as little-endian F32 bytes.
+fn values(seed: u64, t: &Planned) -> Vec<u8> {
+    let row_len = t.shape[0];
+    let n_rows = t.shape[1..].iter().product::<usize>();
+    let name_hash = fnv1a(t.name.as_bytes());
+    let mut all = Vec::with_capacity(row_len * n_rows);
+    let mut row = vec![0.0f32; row_len];
+    for r in 0..n_rows {
+        match &t.init {
+            Init::Normal(std) => normal_row(seed, name_hash, r as u64, *std, &mut row),
+            Init::Norm { mean, std } => {
+                normal_row(seed, name_hash, r as u64, *std, &mut row);
+                row.iter_mut().for_each(|v| *v += mean);
+            }
+            Init::Values(v) => row.copy_from_slice(&v[r * row_len..(r + 1) * row_len]),
+        }
+        all.extend_from_slice(&row);
+    }
+    all.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// The divisors of RoPE's frequencies for Llama 3.1's "llama3" scaling, as
+/// `convert_hf_to_gguf.py` writes them to `rope_freqs.weight`: pairs whose wavelength is
+/// shorter than `original_context / high_freq_factor` keep their frequency, those longer than
+/// `original_context / low_freq_factor` are slowed by `factor`, and those between are
+/// interpolated smoothly.
+fn llama3_rope_factors(
+    head_dim: usize,
+    base: f32,
+    factor: f64,
+    low_freq_factor: f64,
+    high_freq_factor: f64,
+    original_context: f64,
+) -> Vec<f32> {
+    let low_freq_wavelen = original_context / low_freq_factor;
+    let high_freq_wavelen = original_context / high_freq_factor;
+    (0..head_dim / 2)
+        .map(|i| {
+            let freq = 1.0 / f64::from(base).powf(2.0 * i as f64 / head_dim as f64);
+            let wavelen = 2.0 * PI / freq;
+            let divisor = if wavelen < high_freq_wavelen {
+                1.0
+            } else if wavelen > low_freq_wavelen {
+                factor
+            } else {
+                let smooth = (original_context / wavelen - low_freq_factor)
+                    / (high_freq_factor - low_freq_factor);
+                1.0 / ((1.0 - smooth) / factor + smooth)
+            };
+            divisor as f32
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn llama3_factors_keep_high_frequencies_and_slow_low_ones() {
+        let f = llama3_rope_factors(16, 10000.0, 8.0, 1.0, 4.0, 256.0);
+        // Wavelengths 2π·10000^(i/8): 6.3, 20, 63 keep; 199 is between 64 and 256; the rest
+        // are slowed by 8.
+        assert_eq!(&f[..3], &[1.0, 1.0, 1.0]);
+        assert!(f[3] > 1.0 && f[3] < 8.0, "{f:?}");
+        assert_eq!(&f[4..], &[8.0; 4]);
+    }
+
+    #[test]
+    fn every_model_is_named_and_found() {
+        for m in ARCH_MODELS {
+            assert_eq!(ArchModel::named(m.name).unwrap(), m);
+        }
+        assert!(ArchModel::named("mamba").is_err());
+    }
+}
