@@ -105,6 +105,16 @@ fn qwen3_on_cpu_matches_llama_cpp() {
 }
 
 #[test]
+fn qwen3_yarn_on_ref_matches_llama_cpp() {
+    check_synthetic("qwen3-yarn", RefBackend::new(), FIRM_MARGIN);
+}
+
+#[test]
+fn qwen3_yarn_on_cpu_matches_llama_cpp() {
+    check_synthetic("qwen3-yarn", cpu(), FIRM_MARGIN_8BIT);
+}
+
+#[test]
 fn gemma2_on_ref_matches_llama_cpp() {
     check_synthetic("gemma2", RefBackend::new(), FIRM_MARGIN);
 }

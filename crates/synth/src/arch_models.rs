@@ -20,7 +20,7 @@ use crate::weights::{fnv1a, normal_row};
 use crate::SynthError;
 
 /// The models, by the name `--arch` takes.
-pub const ARCH_MODELS: [ArchModel; 4] = [LLAMA3, MISTRAL, QWEN3, GEMMA2];
+pub const ARCH_MODELS: [ArchModel; 5] = [LLAMA3, MISTRAL, QWEN3, QWEN3_YARN, GEMMA2];
 
 /// One tiny model: its architecture and shape, and the options that make it that model.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -42,21 +42,33 @@ pub struct ArchModel {
     /// table tied to it. Tied to a unit-RMS final state, a token's own embedding would give it
     /// the top logit at nearly every position, whatever the layers computed.
     pub output_std: Option<f32>,
+    pub rope_scaling: RopeScaling,
     pub options: Options,
+}
+
+/// How the model scales RoPE for long contexts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RopeScaling {
+    None,
+    /// `rope_freqs.weight`, computed as the converter does for Llama 3.1's "llama3" rope
+    /// scaling from these settings.
+    Llama3 {
+        factor: f64,
+        low_freq_factor: f64,
+        high_freq_factor: f64,
+        original_context: f64,
+    },
+    /// `rope.scaling.type` yarn with this factor and `rope.scaling.original_context_length`.
+    Yarn {
+        factor: f32,
+        original_context: u32,
+    },
 }
 
 /// What sets a model apart from the plain Llama decoder.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Options {
     Plain,
-    /// `rope_freqs.weight`, computed as the converter does for Llama 3.1's "llama3" rope
-    /// scaling from these settings.
-    Llama3Rope {
-        factor: f64,
-        low_freq_factor: f64,
-        high_freq_factor: f64,
-        original_context: f64,
-    },
     /// Per-head RMSNorm of queries and keys (`attn_q_norm`, `attn_k_norm`).
     QkNorm,
     /// Gemma 2: post-norms, sliding window, soft-capping. Its embeddings, scaled by
@@ -85,12 +97,13 @@ pub const LLAMA3: ArchModel = ArchModel {
     rope_freq_base: 10000.0,
     embd_std: 1.0,
     output_std: Some(1.5),
-    options: Options::Llama3Rope {
+    rope_scaling: RopeScaling::Llama3 {
         factor: 8.0,
         low_freq_factor: 1.0,
         high_freq_factor: 4.0,
         original_context: 256.0,
     },
+    options: Options::Plain,
 };
 
 /// Mistral 7B's layout in small: 4 query heads per KV head, RoPE base 1e6.
@@ -106,6 +119,7 @@ pub const MISTRAL: ArchModel = ArchModel {
     rope_freq_base: 1_000_000.0,
     embd_std: 1.0,
     output_std: Some(1.5),
+    rope_scaling: RopeScaling::None,
     options: Options::Plain,
 };
 
@@ -122,7 +136,19 @@ pub const QWEN3: ArchModel = ArchModel {
     rope_freq_base: 1_000_000.0,
     embd_std: 1.0,
     output_std: Some(1.5),
+    rope_scaling: RopeScaling::None,
     options: Options::QkNorm,
+};
+
+/// Qwen3 with YaRN, as Qwen3's long-context files are (factor 4), but an original context of
+/// 64 positions rather than 32768, so that the prompts reach past it.
+pub const QWEN3_YARN: ArchModel = ArchModel {
+    name: "qwen3-yarn",
+    rope_scaling: RopeScaling::Yarn {
+        factor: 4.0,
+        original_context: 64,
+    },
+    ..QWEN3
 };
 
 /// Gemma 2: local layers 0 and 2 with a 32-position window, global layers 1 and 3, and its
@@ -141,6 +167,7 @@ pub const GEMMA2: ArchModel = ArchModel {
     rope_freq_base: 10000.0,
     embd_std: 0.6,
     output_std: None,
+    rope_scaling: RopeScaling::None,
     options: Options::Gemma2 {
         sliding_window: 32,
         attn_softcap: 8.0,
@@ -232,6 +259,18 @@ fn metadata(model: &ArchModel, tokenizer: &Metadata) -> Metadata {
     md.set(key("rope.dimension_count"), u32_of(model.head_dim));
     md.set(key("rope.freq_base"), model.rope_freq_base);
     md.set(key("attention.layer_norm_rms_epsilon"), RMS_EPS);
+    if let RopeScaling::Yarn {
+        factor,
+        original_context,
+    } = model.rope_scaling
+    {
+        md.set(key("rope.scaling.type"), "yarn");
+        md.set(key("rope.scaling.factor"), factor);
+        md.set(
+            key("rope.scaling.original_context_length"),
+            original_context,
+        );
+    }
     if let Options::Gemma2 {
         sliding_window,
         attn_softcap,
@@ -283,12 +322,12 @@ fn plan(model: &ArchModel, n_vocab: usize) -> Vec<Planned> {
         &[d, n_vocab],
         Init::Normal(model.embd_std),
     );
-    if let Options::Llama3Rope {
+    if let RopeScaling::Llama3 {
         factor,
         low_freq_factor,
         high_freq_factor,
         original_context,
-    } = model.options
+    } = model.rope_scaling
     {
         let factors = llama3_rope_factors(
             model.head_dim,

@@ -24,7 +24,9 @@ mod vocab;
 mod weights;
 mod write;
 
-pub use arch_models::{write_arch_model, ArchModel, Options as ArchOptions, ARCH_MODELS};
+pub use arch_models::{
+    write_arch_model, ArchModel, Options as ArchOptions, RopeScaling, ARCH_MODELS,
+};
 pub use error::SynthError;
 pub use file_type::FileType;
 pub use metadata::metadata;
