@@ -123,3 +123,13 @@ fn gemma2_on_ref_matches_llama_cpp() {
 fn gemma2_on_cpu_matches_llama_cpp() {
     check_synthetic("gemma2", cpu(), FIRM_MARGIN_8BIT);
 }
+
+#[test]
+fn phi3_on_ref_matches_llama_cpp() {
+    check_synthetic("phi3", RefBackend::new(), FIRM_MARGIN);
+}
+
+#[test]
+fn phi3_on_cpu_matches_llama_cpp() {
+    check_synthetic("phi3", cpu(), FIRM_MARGIN_8BIT);
+}

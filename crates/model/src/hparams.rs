@@ -14,6 +14,7 @@ pub enum Architecture {
     Qwen3,
     Gemma2,
     Gemma3,
+    Phi3,
 }
 
 impl Architecture {
@@ -24,6 +25,7 @@ impl Architecture {
             "qwen3" => Some(Self::Qwen3),
             "gemma2" => Some(Self::Gemma2),
             "gemma3" => Some(Self::Gemma3),
+            "phi3" => Some(Self::Phi3),
             _ => None,
         }
     }
@@ -35,6 +37,7 @@ impl Architecture {
             Self::Qwen3 => "qwen3",
             Self::Gemma2 => "gemma2",
             Self::Gemma3 => "gemma3",
+            Self::Phi3 => "phi3",
         }
     }
 
@@ -42,7 +45,7 @@ impl Architecture {
     pub fn rope_style(self) -> RopeStyle {
         match self {
             Self::Llama => RopeStyle::Normal,
-            Self::Qwen2 | Self::Qwen3 | Self::Gemma2 | Self::Gemma3 => RopeStyle::Neox,
+            Self::Qwen2 | Self::Qwen3 | Self::Gemma2 | Self::Gemma3 | Self::Phi3 => RopeStyle::Neox,
         }
     }
 }
@@ -54,6 +57,9 @@ pub struct HyperParams {
     pub n_vocab: usize,
     /// `context_length`: the context the model was trained with.
     pub n_ctx_train: usize,
+    /// `rope.scaling.original_context_length`, else `n_ctx_train`: the context before RoPE
+    /// scaling stretched it (YaRN's corrections; phi3's choice of RoPE factors).
+    pub n_ctx_orig: usize,
     pub n_embd: usize,
     pub n_layer: usize,
     pub n_head: usize,
@@ -115,7 +121,8 @@ impl HyperParams {
         }
         let freq_base = keys.optional_f32("rope.freq_base", 10000.0)?;
         let n_ctx_train = keys.required("context_length")?;
-        let (freq_scale, yarn, attn_factor) = keys.rope_scaling(n_rot, freq_base, n_ctx_train)?;
+        let n_ctx_orig = keys.optional("rope.scaling.original_context_length", n_ctx_train)?;
+        let (freq_scale, yarn, attn_factor) = keys.rope_scaling(n_rot, freq_base, n_ctx_orig)?;
         let rope = Rope {
             style: architecture.rope_style(),
             n_rot,
@@ -129,7 +136,12 @@ impl HyperParams {
             Architecture::Gemma3 => Some(keys.required("attention.sliding_window")?),
             // llama.cpp's default is Gemma 2's own window.
             Architecture::Gemma2 => Some(keys.optional("attention.sliding_window", 4096)?),
-            Architecture::Llama | Architecture::Qwen2 | Architecture::Qwen3 => None,
+            // llama.cpp ignores phi3's window ("Phi SWA is currently disabled"), and so does
+            // plumb, to compute what llama.cpp computes.
+            Architecture::Llama
+            | Architecture::Qwen2
+            | Architecture::Qwen3
+            | Architecture::Phi3 => None,
         };
         // Gemma 2 always caps; llama.cpp's defaults are the published models' values.
         let (attn_softcap, final_softcap) = match architecture {
@@ -144,6 +156,7 @@ impl HyperParams {
             architecture,
             n_vocab: vocab_size(file, &keys)?,
             n_ctx_train,
+            n_ctx_orig,
             n_embd,
             n_layer,
             n_head,
@@ -229,14 +242,13 @@ impl Keys<'_> {
 
     /// `rope.scaling.type`, `rope.scaling.factor` (or the older `rope.scale_linear`) and
     /// `rope.scaling.attn_factor`, as llama.cpp reads them: the type defaults to linear, a
-    /// factor of 0 means no scaling. Returns `freq_scale`, YaRN's blend, and `attn_factor`.
-    /// YaRN's original context is `rope.scaling.original_context_length`, else the training
-    /// context.
+    /// factor of 0 means no scaling. Returns `freq_scale`, YaRN's blend for a model trained
+    /// on `n_ctx_orig` positions, and `attn_factor`.
     fn rope_scaling(
         &self,
         n_rot: usize,
         freq_base: f32,
-        n_ctx_train: usize,
+        n_ctx_orig: usize,
     ) -> Result<(f32, Option<Yarn>, f32)> {
         let type_key = self.key("rope.scaling.type");
         let scaling = if self.md.contains(&type_key) {
@@ -263,12 +275,11 @@ impl Keys<'_> {
         match scaling {
             "none" => Ok((1.0, None, attn_factor)),
             "linear" => Ok((freq_scale, None, attn_factor)),
-            "yarn" => {
-                let n_ctx_orig =
-                    self.optional("rope.scaling.original_context_length", n_ctx_train)?;
-                let yarn = Yarn::new(n_rot, n_ctx_orig, freq_base);
-                Ok((freq_scale, Some(yarn), attn_factor))
-            }
+            "yarn" => Ok((
+                freq_scale,
+                Some(Yarn::new(n_rot, n_ctx_orig, freq_base)),
+                attn_factor,
+            )),
             other => Err(self.bad(
                 "rope.scaling.type",
                 format!("{other:?} RoPE scaling is not supported yet (only none, linear and yarn)"),

@@ -8,6 +8,7 @@ use plumb_gguf::{GgufFile, Metadata};
 use crate::arch::gemma2::Gemma2;
 use crate::arch::gemma3::Gemma3;
 use crate::arch::llama::{Llama, LLAMA};
+use crate::arch::phi3::Phi3;
 use crate::arch::qwen2::QWEN2;
 use crate::arch::qwen3::QWEN3;
 use crate::backend::{Backend, PassInputs};
@@ -31,6 +32,7 @@ enum Decoder<B: Backend> {
     Llama(Llama<B>),
     Gemma2(Gemma2<B>),
     Gemma3(Gemma3<B>),
+    Phi3(Phi3<B>),
 }
 
 impl<B: Backend> Model<B> {
@@ -52,6 +54,7 @@ impl<B: Backend> Model<B> {
             Architecture::Qwen2 => Decoder::Llama(Llama::load(&mut loader, &hparams, &QWEN2)?),
             Architecture::Qwen3 => Decoder::Llama(Llama::load(&mut loader, &hparams, &QWEN3)?),
             Architecture::Gemma2 => Decoder::Gemma2(Gemma2::load(&mut loader, &hparams)?),
+            Architecture::Phi3 => Decoder::Phi3(Phi3::load(&mut loader, &hparams)?),
             Architecture::Gemma3 => Decoder::Gemma3(Gemma3::load(&mut loader, &hparams)?),
         };
         let unused = loader.unused();
@@ -113,7 +116,7 @@ impl<B: Backend> Model<B> {
         let layers = (0..hp.n_layer)
             .map(|il| {
                 let window = match &self.decoder {
-                    Decoder::Llama(_) => None,
+                    Decoder::Llama(_) | Decoder::Phi3(_) => None,
                     Decoder::Gemma2(g) => g.layer_window(il),
                     Decoder::Gemma3(g) => g.layer_window(il),
                 };
@@ -234,6 +237,7 @@ impl<B: Backend> Model<B> {
             )));
         }
         let output_rows = batch.output_rows();
+        let n_ctx = cache.layout().n_ctx;
         cache.run_pass(
             &self.backend,
             batch.tokens(),
@@ -243,11 +247,12 @@ impl<B: Backend> Model<B> {
                 let state = self.backend.begin_pass(&inputs)?;
                 // The observer's own lifetime is shortened to the pass's.
                 let observer = observer.map(|o| &mut *o as &mut dyn Observer);
-                let mut pass = Pass::new(&self.backend, &state, storage, observer);
+                let mut pass = Pass::new(&self.backend, &state, storage, n_ctx, observer);
                 let logits = match &self.decoder {
                     Decoder::Llama(d) => d.forward(&mut pass),
                     Decoder::Gemma2(d) => d.forward(&mut pass),
                     Decoder::Gemma3(d) => d.forward(&mut pass),
+                    Decoder::Phi3(d) => d.forward(&mut pass),
                 }?;
                 output(&logits)
             },

@@ -101,6 +101,41 @@ impl<'a, B: Backend> WeightLoader<'a, B> {
         self.take(info.clone(), shape, WeightUse::Embedding)
     }
 
+    /// A required matrix of `n_in`-wide rows whose consecutive runs of rows are separate
+    /// projections fused into one tensor (phi3's `attn_qkv`, `ffn_up`): one weight per part,
+    /// `parts[i]` rows each, each a view of its rows of the file.
+    pub fn split_rows<const N: usize>(
+        &mut self,
+        name: &str,
+        n_in: usize,
+        parts: [usize; N],
+    ) -> Result<[B::Weight; N]> {
+        let info = self.file.require_tensor(name)?.clone();
+        check_shape(&info, &[n_in, parts.iter().sum()])?;
+        self.used.insert(info.name.clone());
+        let row_bytes = info.row_bytes();
+        let mut first = 0;
+        let weights: Vec<B::Weight> = parts
+            .iter()
+            .map(|&rows| {
+                let part = TensorInfo {
+                    name: format!("{name}[rows {first}..{}]", first + rows),
+                    shape: vec![n_in as u64, rows as u64],
+                    ggml_type: info.ggml_type,
+                    offset: info.offset + first as u64 * row_bytes,
+                    size: rows as u64 * row_bytes,
+                };
+                first += rows;
+                let tensor = WeightTensor::new(Arc::clone(self.file), part);
+                self.backend.load_weight(tensor, WeightUse::Matrix)
+            })
+            .collect::<Result<_>>()?;
+        // One weight per part, so exactly N.
+        Ok(weights
+            .try_into()
+            .unwrap_or_else(|_| unreachable!("one weight per part")))
+    }
+
     /// A tensor that some files of the architecture have and others do not.
     pub fn optional(&mut self, name: &str, shape: &[usize]) -> Result<Option<B::Weight>> {
         match self.file.tensor_info(name) {

@@ -20,7 +20,7 @@ use crate::weights::{fnv1a, normal_row};
 use crate::SynthError;
 
 /// The models, by the name `--arch` takes.
-pub const ARCH_MODELS: [ArchModel; 5] = [LLAMA3, MISTRAL, QWEN3, QWEN3_YARN, GEMMA2];
+pub const ARCH_MODELS: [ArchModel; 6] = [LLAMA3, MISTRAL, QWEN3, QWEN3_YARN, GEMMA2, PHI3];
 
 /// One tiny model: its architecture and shape, and the options that make it that model.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -63,6 +63,12 @@ pub enum RopeScaling {
         factor: f32,
         original_context: u32,
     },
+    /// Phi-3's LongRoPE: `rope_factors_long` and `rope_factors_short` and the
+    /// `rope.scaling.attn_factor` its converter computes, for a context of `context_length`
+    /// stretched from `original_context`.
+    LongRope {
+        original_context: u32,
+    },
 }
 
 /// What sets a model apart from the plain Llama decoder.
@@ -71,6 +77,11 @@ pub enum Options {
     Plain,
     /// Per-head RMSNorm of queries and keys (`attn_q_norm`, `attn_k_norm`).
     QkNorm,
+    /// Phi-3: Q, K and V fused into `attn_qkv`, gate and up into `ffn_up` (gate first), and a
+    /// `sliding_window` key that llama.cpp ignores.
+    Phi3 {
+        sliding_window: usize,
+    },
     /// Gemma 2: post-norms, sliding window, soft-capping. Its embeddings, scaled by
     /// `√n_embd`, dominate the residual stream, and its output is tied to them; post-norm
     /// weights around `post_norm_mean` let the layers' outputs compete.
@@ -176,6 +187,27 @@ pub const GEMMA2: ArchModel = ArchModel {
     },
 };
 
+/// Phi-3 mini 128k's layout in small: fused projections, LongRoPE from an original context of
+/// 128 positions (which the prompts pass) to 4096, and a sliding window of 64 that llama.cpp
+/// does not apply.
+pub const PHI3: ArchModel = ArchModel {
+    name: "phi3",
+    architecture: "phi3",
+    n_layer: 2,
+    n_embd: 64,
+    n_head: 4,
+    n_head_kv: 2,
+    head_dim: 16,
+    n_ff: 128,
+    rope_freq_base: 10000.0,
+    embd_std: 1.0,
+    output_std: Some(1.5),
+    rope_scaling: RopeScaling::LongRope {
+        original_context: 128,
+    },
+    options: Options::Phi3 { sliding_window: 64 },
+};
+
 const RMS_EPS: f32 = 1e-6;
 const CONTEXT_LENGTH: u32 = 4096;
 /// `general.file_type` of a file whose tensors are all F32 (`LLAMA_FTYPE_ALL_F32`).
@@ -243,9 +275,12 @@ fn metadata(model: &ArchModel, tokenizer: &Metadata) -> Metadata {
     let u32_of = |n: usize| n as u32;
     let mut md = Metadata::new();
     md.set("general.architecture", arch);
+    // The model's name stays out of `general.name`: llama.cpp changes a vocabulary's token
+    // attributes by the model name ("phi3" there expects Phi-3's own tokens).
+    md.set("general.name", "plumb synthetic model (random weights)");
     md.set(
-        "general.name",
-        format!("synthetic {} ({arch}, random weights)", model.name),
+        "general.description",
+        format!("plumb synth --arch {} ({arch})", model.name),
     );
     md.set("general.file_type", FTYPE_ALL_F32);
     md.set(key("context_length"), CONTEXT_LENGTH);
@@ -270,6 +305,19 @@ fn metadata(model: &ArchModel, tokenizer: &Metadata) -> Metadata {
             key("rope.scaling.original_context_length"),
             original_context,
         );
+    }
+    if let RopeScaling::LongRope { original_context } = model.rope_scaling {
+        md.set(
+            key("rope.scaling.original_context_length"),
+            original_context,
+        );
+        md.set(
+            key("rope.scaling.attn_factor"),
+            longrope_attn_factor(original_context),
+        );
+    }
+    if let Options::Phi3 { sliding_window } = model.options {
+        md.set(key("attention.sliding_window"), u32_of(sliding_window));
     }
     if let Options::Gemma2 {
         sliding_window,
@@ -343,21 +391,47 @@ fn plan(model: &ArchModel, n_vocab: usize) -> Vec<Planned> {
             Init::Values(factors),
         );
     }
+    if let RopeScaling::LongRope { .. } = model.rope_scaling {
+        // Phi-3's factors grow with the pair's wavelength: the long ones from 1 to about 16,
+        // the short ones to about 1.5.
+        let pairs = model.head_dim / 2;
+        let ramp = |i: usize| i as f32 / (pairs - 1) as f32;
+        let long = (0..pairs).map(|i| 1.0 + 15.0 * ramp(i) * ramp(i)).collect();
+        let short = (0..pairs).map(|i| 1.0 + 0.5 * ramp(i)).collect();
+        add(
+            "rope_factors_long.weight".into(),
+            &[pairs],
+            Init::Values(long),
+        );
+        add(
+            "rope_factors_short.weight".into(),
+            &[pairs],
+            Init::Values(short),
+        );
+    }
+    let fused = matches!(model.options, Options::Phi3 { .. });
     for il in 0..model.n_layer {
         let name = |n: &str| format!("blk.{il}.{n}.weight");
         add(name("attn_norm"), &[d], norm());
-        // Queries and keys twice the usual scale: scores of a few units, a peaked softmax.
-        add(
-            name("attn_q"),
-            &[d, q_width],
-            Init::Normal(2.0 * inv_sqrt(d)),
-        );
-        add(
-            name("attn_k"),
-            &[d, kv_width],
-            Init::Normal(2.0 * inv_sqrt(d)),
-        );
-        add(name("attn_v"), &[d, kv_width], Init::Normal(inv_sqrt(d)));
+        if fused {
+            // Q and K at twice V's scale, as below, would need rows of two scales; all at
+            // 1.5 makes the scores as decisive.
+            let qkv = [d, q_width + 2 * kv_width];
+            add(name("attn_qkv"), &qkv, Init::Normal(1.5 * inv_sqrt(d)));
+        } else {
+            // Queries and keys twice the usual scale: scores of a few units, a peaked softmax.
+            add(
+                name("attn_q"),
+                &[d, q_width],
+                Init::Normal(2.0 * inv_sqrt(d)),
+            );
+            add(
+                name("attn_k"),
+                &[d, kv_width],
+                Init::Normal(2.0 * inv_sqrt(d)),
+            );
+            add(name("attn_v"), &[d, kv_width], Init::Normal(inv_sqrt(d)));
+        }
         if model.options == Options::QkNorm {
             add(name("attn_q_norm"), &[model.head_dim], norm());
             add(name("attn_k_norm"), &[model.head_dim], norm());
@@ -372,12 +446,17 @@ fn plan(model: &ArchModel, n_vocab: usize) -> Vec<Planned> {
             add(name("post_attention_norm"), &[d], post_norm());
         }
         add(name("ffn_norm"), &[d], norm());
-        add(
-            name("ffn_gate"),
-            &[d, model.n_ff],
-            Init::Normal(inv_sqrt(d)),
-        );
-        add(name("ffn_up"), &[d, model.n_ff], Init::Normal(inv_sqrt(d)));
+        if fused {
+            let up = [d, 2 * model.n_ff];
+            add(name("ffn_up"), &up, Init::Normal(inv_sqrt(d)));
+        } else {
+            add(
+                name("ffn_gate"),
+                &[d, model.n_ff],
+                Init::Normal(inv_sqrt(d)),
+            );
+            add(name("ffn_up"), &[d, model.n_ff], Init::Normal(inv_sqrt(d)));
+        }
         add(
             name("ffn_down"),
             &[model.n_ff, d],
@@ -413,6 +492,14 @@ fn values(seed: u64, t: &Planned) -> Vec<u8> {
         all.extend_from_slice(&row);
     }
     all.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// Phi-3's converter's magnitude for LongRoPE: `√(1 + ln(s)/ln(original))` for the stretch
+/// `s = context_length / original`.
+fn longrope_attn_factor(original_context: u32) -> f32 {
+    let original = f64::from(original_context);
+    let scale = f64::from(CONTEXT_LENGTH) / original;
+    (1.0 + scale.ln() / original.ln()).sqrt() as f32
 }
 
 /// The divisors of RoPE's frequencies for Llama 3.1's "llama3" scaling, as

@@ -11,11 +11,13 @@ use plumb_testutil::{require_model, testdata};
 
 /// Tokens per forward pass; bounds the logits held at once (gemma3: 128 × 262144 floats).
 const CHUNK: usize = 128;
+/// The context of llama.cpp's golden runs (tools/reference/llama_session.py): phi3 picks its
+/// RoPE factors by the context a sequence may hold, so the cache has at least as much.
+const GOLDEN_N_CTX: usize = 1024;
 
 fn score<B: Backend>(model: &Model<B>, prompt: &GoldenPrompt) -> Scorecard {
-    let mut cache = model
-        .new_kv_cache(KvConfig::new(teacher_forced_len(prompt), 1, CHUNK))
-        .unwrap();
+    let n_ctx = teacher_forced_len(prompt).max(GOLDEN_N_CTX);
+    let mut cache = model.new_kv_cache(KvConfig::new(n_ctx, 1, CHUNK)).unwrap();
     score_teacher_forced(prompt, CHUNK, |tokens| {
         let logits = model.eval(&mut cache, 0, tokens, LogitsFor::All).unwrap();
         logits.rows().map(<[f32]>::to_vec).collect()

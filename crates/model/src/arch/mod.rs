@@ -4,5 +4,6 @@
 pub(crate) mod gemma2;
 pub(crate) mod gemma3;
 pub(crate) mod llama;
+pub(crate) mod phi3;
 pub(crate) mod qwen2;
 pub(crate) mod qwen3;

@@ -42,7 +42,6 @@ impl<B: Backend> SelfAttention<B> {
         let q_width = hp.n_head * hp.head_dim_k;
         let k_width = hp.n_head_kv * hp.head_dim_k;
         let v_width = hp.n_head_kv * hp.head_dim_v;
-        let out_in = hp.n_head * hp.head_dim_v;
         let qk_norm = if qk_norm {
             Some((
                 loader.tensor(&format!("{blk}.attn_q_norm.weight"), &[hp.head_dim_k])?,
@@ -51,36 +50,53 @@ impl<B: Backend> SelfAttention<B> {
         } else {
             None
         };
+        let q = Linear::load(
+            loader,
+            &format!("{blk}.attn_q"),
+            hp.n_embd,
+            q_width,
+            qkv_bias,
+        )?;
+        let k = Linear::load(
+            loader,
+            &format!("{blk}.attn_k"),
+            hp.n_embd,
+            k_width,
+            qkv_bias,
+        )?;
+        let v = Linear::load(
+            loader,
+            &format!("{blk}.attn_v"),
+            hp.n_embd,
+            v_width,
+            qkv_bias,
+        )?;
+        let mut attention = Self::with_projections(loader, il, hp, [q, k, v])?;
+        attention.qk_norm = qk_norm;
+        Ok(attention)
+    }
+
+    /// Attention whose Q, K and V projections are already loaded (phi3 splits them from one
+    /// fused tensor), with the layer's `attn_output` and no Q/K norms.
+    pub fn with_projections(
+        loader: &mut WeightLoader<'_, B>,
+        il: usize,
+        hp: &HyperParams,
+        [q, k, v]: [Linear<B>; 3],
+    ) -> Result<Self> {
+        let out_in = hp.n_head * hp.head_dim_v;
         Ok(SelfAttention {
-            q: Linear::load(
-                loader,
-                &format!("{blk}.attn_q"),
-                hp.n_embd,
-                q_width,
-                qkv_bias,
-            )?,
-            k: Linear::load(
-                loader,
-                &format!("{blk}.attn_k"),
-                hp.n_embd,
-                k_width,
-                qkv_bias,
-            )?,
-            v: Linear::load(
-                loader,
-                &format!("{blk}.attn_v"),
-                hp.n_embd,
-                v_width,
-                qkv_bias,
-            )?,
+            q,
+            k,
+            v,
             output: Linear::load(
                 loader,
-                &format!("{blk}.attn_output"),
+                &format!("blk.{il}.attn_output"),
                 out_in,
                 hp.n_embd,
                 Bias::Optional,
             )?,
-            qk_norm,
+            qk_norm: None,
             n_head: hp.n_head,
             head_dim_k: hp.head_dim_k,
             head_dim_v: hp.head_dim_v,
