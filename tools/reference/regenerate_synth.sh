@@ -15,7 +15,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 out="${1:-$repo/testdata}"
 [ $# -gt 0 ] && shift
-names="${*:-llama3 mistral qwen3 qwen3-yarn gemma2 phi3}"
+names="${*:-llama3 mistral qwen3 qwen3-yarn gemma2 phi3 mixtral qwen3moe}"
 cache="${PLUMB_MODELS:-$HOME/.cache/plumb/models}"
 plumb="${PLUMB:-$repo/target/release/plumb}"
 py="${PYTHON:-python3}"

@@ -133,3 +133,23 @@ fn phi3_on_ref_matches_llama_cpp() {
 fn phi3_on_cpu_matches_llama_cpp() {
     check_synthetic("phi3", cpu(), FIRM_MARGIN_8BIT);
 }
+
+#[test]
+fn mixtral_on_ref_matches_llama_cpp() {
+    check_synthetic("mixtral", RefBackend::new(), FIRM_MARGIN);
+}
+
+#[test]
+fn mixtral_on_cpu_matches_llama_cpp() {
+    check_synthetic("mixtral", cpu(), FIRM_MARGIN_8BIT);
+}
+
+#[test]
+fn qwen3moe_on_ref_matches_llama_cpp() {
+    check_synthetic("qwen3moe", RefBackend::new(), FIRM_MARGIN);
+}
+
+#[test]
+fn qwen3moe_on_cpu_matches_llama_cpp() {
+    check_synthetic("qwen3moe", cpu(), FIRM_MARGIN_8BIT);
+}

@@ -15,6 +15,7 @@ pub enum Architecture {
     Gemma2,
     Gemma3,
     Phi3,
+    Qwen3Moe,
 }
 
 impl Architecture {
@@ -26,6 +27,7 @@ impl Architecture {
             "gemma2" => Some(Self::Gemma2),
             "gemma3" => Some(Self::Gemma3),
             "phi3" => Some(Self::Phi3),
+            "qwen3moe" => Some(Self::Qwen3Moe),
             _ => None,
         }
     }
@@ -38,6 +40,7 @@ impl Architecture {
             Self::Gemma2 => "gemma2",
             Self::Gemma3 => "gemma3",
             Self::Phi3 => "phi3",
+            Self::Qwen3Moe => "qwen3moe",
         }
     }
 
@@ -45,7 +48,12 @@ impl Architecture {
     pub fn rope_style(self) -> RopeStyle {
         match self {
             Self::Llama => RopeStyle::Normal,
-            Self::Qwen2 | Self::Qwen3 | Self::Gemma2 | Self::Gemma3 | Self::Phi3 => RopeStyle::Neox,
+            Self::Qwen2
+            | Self::Qwen3
+            | Self::Qwen3Moe
+            | Self::Gemma2
+            | Self::Gemma3
+            | Self::Phi3 => RopeStyle::Neox,
         }
     }
 }
@@ -80,6 +88,12 @@ pub struct HyperParams {
     pub attn_softcap: Option<f32>,
     /// `final_logit_softcapping`: the logits become `c·tanh(logit/c)` (gemma2).
     pub final_softcap: Option<f32>,
+    /// `expert_count`: the experts of a mixture-of-experts FFN, 0 for a dense FFN.
+    pub n_expert: usize,
+    /// `expert_used_count`: the experts each token is routed to.
+    pub n_expert_used: usize,
+    /// `expert_feed_forward_length`, else `n_ff`: the hidden width of one expert.
+    pub n_ff_exp: usize,
 }
 
 impl HyperParams {
@@ -141,6 +155,7 @@ impl HyperParams {
             Architecture::Llama
             | Architecture::Qwen2
             | Architecture::Qwen3
+            | Architecture::Qwen3Moe
             | Architecture::Phi3 => None,
         };
         // Gemma 2 always caps; llama.cpp's defaults are the published models' values.
@@ -151,6 +166,23 @@ impl HyperParams {
             ),
             _ => (None, None),
         };
+
+        let n_expert = keys.optional_or_zero("expert_count")?;
+        let n_expert_used = keys.optional_or_zero("expert_used_count")?;
+        if n_expert > 0 && (n_expert_used == 0 || n_expert_used > n_expert) {
+            return Err(keys.bad(
+                "expert_used_count",
+                format!("{n_expert_used} is not between 1 and the {n_expert} experts"),
+            ));
+        }
+        let n_ff = keys.required("feed_forward_length")?;
+        // llama.cpp's default expert width: Mixtral's experts are as wide as the dense FFN
+        // would be, Qwen3-MoE's share it among the experts a token uses.
+        let default_ff_exp = match architecture {
+            Architecture::Qwen3Moe if n_expert_used > 0 => n_ff / n_expert_used,
+            _ => n_ff,
+        };
+        let n_ff_exp = keys.optional("expert_feed_forward_length", default_ff_exp)?;
 
         Ok(HyperParams {
             architecture,
@@ -163,12 +195,15 @@ impl HyperParams {
             n_head_kv,
             head_dim_k,
             head_dim_v,
-            n_ff: keys.required("feed_forward_length")?,
+            n_ff,
             rms_eps: md.get_f32(&keys.key("attention.layer_norm_rms_epsilon"))?,
             rope,
             sliding_window,
             attn_softcap,
             final_softcap,
+            n_expert,
+            n_expert_used,
+            n_ff_exp,
         })
     }
 
@@ -218,6 +253,16 @@ impl Keys<'_> {
             self.required(suffix)
         } else {
             Ok(default)
+        }
+    }
+
+    /// A count that may be missing or 0 (llama.cpp's default for the expert counts).
+    fn optional_or_zero(&self, suffix: &str) -> Result<usize> {
+        let key = self.key(suffix);
+        if self.md.contains(&key) {
+            Ok(self.md.get_usize(&key)?)
+        } else {
+            Ok(0)
         }
     }
 

@@ -33,11 +33,12 @@ mod model;
 mod observer;
 mod pass;
 mod rope;
+pub mod routing;
 mod weights;
 
 pub use backend::{
-    Activation, Activations, AttentionStep, Backend, GatedFfnWeights, PassInputs, Projection,
-    TokenPos, WeightUse,
+    Activation, Activations, AttentionStep, Backend, GatedFfnWeights, MoeFfnWeights, PassInputs,
+    Projection, TokenPos, WeightUse,
 };
 pub use batch::{argmax, top_k, Batch, Logits, LogitsFor, TopLogits};
 pub use error::{ModelError, Result};

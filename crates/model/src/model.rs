@@ -11,6 +11,7 @@ use crate::arch::llama::{Llama, LLAMA};
 use crate::arch::phi3::Phi3;
 use crate::arch::qwen2::QWEN2;
 use crate::arch::qwen3::QWEN3;
+use crate::arch::qwen3moe::QWEN3MOE;
 use crate::backend::{Backend, PassInputs};
 use crate::batch::{Batch, Logits, LogitsFor, TopLogits};
 use crate::hparams::{Architecture, HyperParams};
@@ -27,7 +28,7 @@ pub struct Model<B: Backend> {
     decoder: Decoder<B>,
 }
 
-/// The forward passes plumb has; qwen2 and qwen3 run on the Llama decoder.
+/// The forward passes plumb has; qwen2, qwen3 and qwen3moe run on the Llama decoder.
 enum Decoder<B: Backend> {
     Llama(Llama<B>),
     Gemma2(Gemma2<B>),
@@ -53,6 +54,9 @@ impl<B: Backend> Model<B> {
             Architecture::Llama => Decoder::Llama(Llama::load(&mut loader, &hparams, &LLAMA)?),
             Architecture::Qwen2 => Decoder::Llama(Llama::load(&mut loader, &hparams, &QWEN2)?),
             Architecture::Qwen3 => Decoder::Llama(Llama::load(&mut loader, &hparams, &QWEN3)?),
+            Architecture::Qwen3Moe => {
+                Decoder::Llama(Llama::load(&mut loader, &hparams, &QWEN3MOE)?)
+            }
             Architecture::Gemma2 => Decoder::Gemma2(Gemma2::load(&mut loader, &hparams)?),
             Architecture::Phi3 => Decoder::Phi3(Phi3::load(&mut loader, &hparams)?),
             Architecture::Gemma3 => Decoder::Gemma3(Gemma3::load(&mut loader, &hparams)?),

@@ -110,17 +110,39 @@ impl<'a, B: Backend> WeightLoader<'a, B> {
         n_in: usize,
         parts: [usize; N],
     ) -> Result<[B::Weight; N]> {
+        let weights = self.split(name, &[n_in, parts.iter().sum()], &parts)?;
+        // One weight per part, so exactly N.
+        Ok(weights
+            .try_into()
+            .unwrap_or_else(|_| unreachable!("one weight per part")))
+    }
+
+    /// A required stack of `n_expert` matrices of GGUF shape `[n_in, n_out]` (a mixture of
+    /// experts' `ffn_*_exps`, shape `[n_in, n_out, n_expert]`): one weight per expert, each a
+    /// view of its rows of the file.
+    pub fn experts(
+        &mut self,
+        name: &str,
+        n_in: usize,
+        n_out: usize,
+        n_expert: usize,
+    ) -> Result<Vec<B::Weight>> {
+        self.split(name, &[n_in, n_out, n_expert], &vec![n_out; n_expert])
+    }
+
+    /// Tensor `name` of `shape`, its rows cut into consecutive runs of `parts[i]` rows.
+    fn split(&mut self, name: &str, shape: &[usize], parts: &[usize]) -> Result<Vec<B::Weight>> {
         let info = self.file.require_tensor(name)?.clone();
-        check_shape(&info, &[n_in, parts.iter().sum()])?;
+        check_shape(&info, shape)?;
         self.used.insert(info.name.clone());
         let row_bytes = info.row_bytes();
         let mut first = 0;
-        let weights: Vec<B::Weight> = parts
+        parts
             .iter()
             .map(|&rows| {
                 let part = TensorInfo {
                     name: format!("{name}[rows {first}..{}]", first + rows),
-                    shape: vec![n_in as u64, rows as u64],
+                    shape: vec![info.row_len(), rows as u64],
                     ggml_type: info.ggml_type,
                     offset: info.offset + first as u64 * row_bytes,
                     size: rows as u64 * row_bytes,
@@ -129,11 +151,7 @@ impl<'a, B: Backend> WeightLoader<'a, B> {
                 let tensor = WeightTensor::new(Arc::clone(self.file), part);
                 self.backend.load_weight(tensor, WeightUse::Matrix)
             })
-            .collect::<Result<_>>()?;
-        // One weight per part, so exactly N.
-        Ok(weights
-            .try_into()
-            .unwrap_or_else(|_| unreachable!("one weight per part")))
+            .collect()
     }
 
     /// A tensor that some files of the architecture have and others do not.

@@ -20,7 +20,9 @@ use crate::weights::{fnv1a, normal_row};
 use crate::SynthError;
 
 /// The models, by the name `--arch` takes.
-pub const ARCH_MODELS: [ArchModel; 6] = [LLAMA3, MISTRAL, QWEN3, QWEN3_YARN, GEMMA2, PHI3];
+pub const ARCH_MODELS: [ArchModel; 8] = [
+    LLAMA3, MISTRAL, QWEN3, QWEN3_YARN, GEMMA2, PHI3, MIXTRAL, QWEN3MOE,
+];
 
 /// One tiny model: its architecture and shape, and the options that make it that model.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -44,6 +46,18 @@ pub struct ArchModel {
     pub output_std: Option<f32>,
     pub rope_scaling: RopeScaling,
     pub options: Options,
+    /// Mixture-of-experts FFNs in place of the dense ones.
+    pub experts: Option<Experts>,
+}
+
+/// The experts of every layer's FFN.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Experts {
+    pub n_expert: usize,
+    /// `expert_used_count`.
+    pub n_used: usize,
+    /// `expert_feed_forward_length`, written when given; else the experts are `n_ff` wide.
+    pub n_ff_exp: Option<usize>,
 }
 
 /// How the model scales RoPE for long contexts.
@@ -115,6 +129,7 @@ pub const LLAMA3: ArchModel = ArchModel {
         original_context: 256.0,
     },
     options: Options::Plain,
+    experts: None,
 };
 
 /// Mistral 7B's layout in small: 4 query heads per KV head, RoPE base 1e6.
@@ -132,6 +147,7 @@ pub const MISTRAL: ArchModel = ArchModel {
     output_std: Some(1.5),
     rope_scaling: RopeScaling::None,
     options: Options::Plain,
+    experts: None,
 };
 
 /// Qwen3: heads wider than `n_embd / n_head` (as Qwen3 0.6B's 128 against 1024/16), Q/K norms.
@@ -149,6 +165,7 @@ pub const QWEN3: ArchModel = ArchModel {
     output_std: Some(1.5),
     rope_scaling: RopeScaling::None,
     options: Options::QkNorm,
+    experts: None,
 };
 
 /// Qwen3 with YaRN, as Qwen3's long-context files are (factor 4), but an original context of
@@ -185,6 +202,7 @@ pub const GEMMA2: ArchModel = ArchModel {
         final_softcap: 30.0,
         post_norm_mean: 3.0,
     },
+    experts: None,
 };
 
 /// Phi-3 mini 128k's layout in small: fused projections, LongRoPE from an original context of
@@ -206,6 +224,30 @@ pub const PHI3: ArchModel = ArchModel {
         original_context: 128,
     },
     options: Options::Phi3 { sliding_window: 64 },
+    experts: None,
+};
+
+/// Mixtral's layout in small: a llama with 4 experts per layer, 2 used per token.
+pub const MIXTRAL: ArchModel = ArchModel {
+    name: "mixtral",
+    experts: Some(Experts {
+        n_expert: 4,
+        n_used: 2,
+        n_ff_exp: None,
+    }),
+    ..MISTRAL
+};
+
+/// Qwen3-MoE's layout in small: qwen3 with 8 experts of width 64 per layer, 2 used per token.
+pub const QWEN3MOE: ArchModel = ArchModel {
+    name: "qwen3moe",
+    architecture: "qwen3moe",
+    experts: Some(Experts {
+        n_expert: 8,
+        n_used: 2,
+        n_ff_exp: Some(64),
+    }),
+    ..QWEN3
 };
 
 const RMS_EPS: f32 = 1e-6;
@@ -315,6 +357,13 @@ fn metadata(model: &ArchModel, tokenizer: &Metadata) -> Metadata {
             key("rope.scaling.attn_factor"),
             longrope_attn_factor(original_context),
         );
+    }
+    if let Some(experts) = model.experts {
+        md.set(key("expert_count"), u32_of(experts.n_expert));
+        md.set(key("expert_used_count"), u32_of(experts.n_used));
+        if let Some(n_ff_exp) = experts.n_ff_exp {
+            md.set(key("expert_feed_forward_length"), u32_of(n_ff_exp));
+        }
     }
     if let Options::Phi3 { sliding_window } = model.options {
         md.set(key("attention.sliding_window"), u32_of(sliding_window));
@@ -446,9 +495,23 @@ fn plan(model: &ArchModel, n_vocab: usize) -> Vec<Planned> {
             add(name("post_attention_norm"), &[d], post_norm());
         }
         add(name("ffn_norm"), &[d], norm());
-        if fused {
+        if let Some(experts) = model.experts {
+            // A decisive router: near ties would make the choice of experts hang on rounding.
+            let (n_exp, n_ff) = (experts.n_expert, experts.n_ff_exp.unwrap_or(model.n_ff));
+            let router = Init::Normal(3.0 * inv_sqrt(d));
+            add(name("ffn_gate_inp"), &[d, n_exp], router);
+            let (up, down) = ([d, n_ff, n_exp], [n_ff, d, n_exp]);
+            add(name("ffn_gate_exps"), &up, Init::Normal(inv_sqrt(d)));
+            add(name("ffn_up_exps"), &up, Init::Normal(inv_sqrt(d)));
+            add(name("ffn_down_exps"), &down, Init::Normal(inv_sqrt(n_ff)));
+        } else if fused {
             let up = [d, 2 * model.n_ff];
             add(name("ffn_up"), &up, Init::Normal(inv_sqrt(d)));
+            add(
+                name("ffn_down"),
+                &[model.n_ff, d],
+                Init::Normal(inv_sqrt(model.n_ff)),
+            );
         } else {
             add(
                 name("ffn_gate"),
@@ -456,12 +519,12 @@ fn plan(model: &ArchModel, n_vocab: usize) -> Vec<Planned> {
                 Init::Normal(inv_sqrt(d)),
             );
             add(name("ffn_up"), &[d, model.n_ff], Init::Normal(inv_sqrt(d)));
+            add(
+                name("ffn_down"),
+                &[model.n_ff, d],
+                Init::Normal(inv_sqrt(model.n_ff)),
+            );
         }
-        add(
-            name("ffn_down"),
-            &[model.n_ff, d],
-            Init::Normal(inv_sqrt(model.n_ff)),
-        );
         if gemma2 {
             add(name("post_ffw_norm"), &[d], post_norm());
         }

@@ -25,7 +25,7 @@ mod weights;
 mod write;
 
 pub use arch_models::{
-    write_arch_model, ArchModel, Options as ArchOptions, RopeScaling, ARCH_MODELS,
+    write_arch_model, ArchModel, Experts, Options as ArchOptions, RopeScaling, ARCH_MODELS,
 };
 pub use error::SynthError;
 pub use file_type::FileType;

@@ -24,7 +24,7 @@ llama2-7b 4.1 / 13.5 GB, llama3-8b 4.9 / 16.1 GB; the file is streamed to disk, 
 in memory. `--shape tiny` is a 1 MB model for tests (4 layers, width 256, 512 tokens).
 
 `--arch NAME --tokenizer-from MODEL.gguf` writes instead a tiny F32 model of one of the \
-architectures plumb runs (llama3: rope_freqs; mistral; qwen3; qwen3-yarn; gemma2; phi3), with the \
+architectures plumb runs (llama3: rope_freqs; mistral; qwen3; qwen3-yarn; gemma2; phi3; mixtral; qwen3moe), with the \
 tokenizer \
 of MODEL.gguf, for checking plumb against llama.cpp (testdata/golden/synth-NAME).")]
 pub struct Args {
@@ -35,7 +35,8 @@ pub struct Args {
     #[arg(long = "type", value_name = "TYPE", value_parser = parse_file_type,
           required_unless_present = "arch")]
     file_type: Option<FileType>,
-    /// A tiny model of this architecture instead: llama3, mistral, qwen3, qwen3-yarn, gemma2, phi3
+    /// A tiny model of this architecture instead: llama3, mistral, qwen3, qwen3-yarn, gemma2, phi3, mixtral,
+    /// qwen3moe
     #[arg(long, value_parser = parse_arch_model, conflicts_with_all = ["shape", "file_type", "layers"],
           requires = "tokenizer_from")]
     arch: Option<ArchModel>,

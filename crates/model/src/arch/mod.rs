@@ -7,3 +7,4 @@ pub(crate) mod llama;
 pub(crate) mod phi3;
 pub(crate) mod qwen2;
 pub(crate) mod qwen3;
+pub(crate) mod qwen3moe;

@@ -16,5 +16,6 @@ pub(crate) const QWEN3: Variant = Variant {
     qkv_bias: Bias::No,
     ffn_bias: Bias::No,
     rope_freq_factors: false,
+    requires_experts: false,
     qk_norm: true,
 };
