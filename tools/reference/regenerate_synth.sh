@@ -1,6 +1,7 @@
 #!/bin/sh
 # Regenerates the golden logits of the synthetic architecture models into OUT (default:
-# testdata/): for each model of `plumb synth --arch`, the file is written by plumb with
+# testdata/): for each model of `plumb synth --arch` (a name ending in -q8_0 or -q4_0 is that
+# model with its matrices of that type, `--type`), the file is written by plumb with
 # smollm2-135m's tokenizer and seed 0, then llama.cpp's logits of SYNTH_PROMPTS go to
 # OUT/golden/synth-NAME/logits.gguf (with the model file's sha256, which the tests compare
 # with the file they write themselves).
@@ -15,7 +16,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 out="${1:-$repo/testdata}"
 [ $# -gt 0 ] && shift
-names="${*:-llama3 mistral qwen3 qwen3-yarn gemma2 phi3 mixtral qwen3moe}"
+names="${*:-llama3 mistral qwen3 qwen3-yarn gemma2 phi3 mixtral qwen3moe phi3-q8_0}"
 cache="${PLUMB_MODELS:-$HOME/.cache/plumb/models}"
 plumb="${PLUMB:-$repo/target/release/plumb}"
 py="${PYTHON:-python3}"
@@ -26,6 +27,11 @@ trap 'rm -rf "$tmp"' EXIT
 for n in $names; do
     d="$out/golden/synth-$n"
     mkdir -p "$d"
-    "$plumb" synth --arch "$n" --tokenizer-from "$tokenizer" --seed 0 -o "$tmp/synth-$n.gguf" >/dev/null
+    case "$n" in
+        *-q8_0|*-q4_0) arch="${n%-*}"; set -- --type "${n##*-}" ;;
+        *) arch="$n"; set -- ;;
+    esac
+    "$plumb" synth --arch "$arch" "$@" --tokenizer-from "$tokenizer" --seed 0 \
+        -o "$tmp/synth-$n.gguf" >/dev/null
     "$py" "$here/golden_logits.py" -m "$tmp/synth-$n.gguf" --prompts synth -o "$d/logits.gguf"
 done

@@ -17,7 +17,7 @@ use std::path::Path;
 use plumb_gguf::{GgmlType, GgufStreamWriter, Metadata, TensorSpec, Value};
 
 use crate::weights::{fnv1a, normal_row};
-use crate::SynthError;
+use crate::{FileType, SynthError};
 
 /// The models, by the name `--arch` takes.
 pub const ARCH_MODELS: [ArchModel; 8] = [
@@ -283,30 +283,42 @@ struct Planned {
 }
 
 /// Writes `model` to `path`, with the `tokenizer.*` keys of `tokenizer` (a real model's
-/// metadata) and weights from `seed`.
+/// metadata) and weights from `seed`. The matrices (embeddings, projections, experts) are
+/// `file_type`'s default type, or F32 for `None`; norms, routers and RoPE factors are F32.
 pub fn write_arch_model(
     model: &ArchModel,
     tokenizer: &Metadata,
     path: &Path,
     seed: u64,
+    file_type: Option<FileType>,
 ) -> Result<(), SynthError> {
     let n_vocab = match tokenizer.get("tokenizer.ggml.tokens") {
         Some(Value::Array(tokens)) => tokens.len(),
         _ => return Err(SynthError::NoTokenizer),
     };
-    let md = metadata(model, tokenizer);
+    let mut md = metadata(model, tokenizer);
+    let matrix_type = file_type.map_or(GgmlType::F32, FileType::default_type);
+    if let Some(file_type) = file_type {
+        md.set("general.file_type", file_type.llama_ftype());
+    }
     let tensors = plan(model, n_vocab);
     let specs: Vec<TensorSpec> = tensors
         .iter()
         .map(|t| TensorSpec {
             name: t.name.clone(),
-            ggml_type: GgmlType::F32,
+            // llama-quantize leaves the routers (ffn_gate_inp) in F32, as it does the norms.
+            ggml_type: match t.init {
+                Init::Normal(_) if t.shape.len() > 1 && !t.name.contains("ffn_gate_inp") => {
+                    matrix_type
+                }
+                _ => GgmlType::F32,
+            },
             shape: t.shape.iter().map(|&d| d as u64).collect(),
         })
         .collect();
     let mut out = GgufStreamWriter::create(path, &md, &specs)?;
-    for t in &tensors {
-        out.write_data(&values(seed, t))?;
+    for (t, spec) in tensors.iter().zip(&specs) {
+        out.write_data(&values(seed, t, spec.ggml_type)?)?;
     }
     Ok(out.finish()?)
 }
@@ -498,7 +510,7 @@ fn plan(model: &ArchModel, n_vocab: usize) -> Vec<Planned> {
         if let Some(experts) = model.experts {
             // A decisive router: near ties would make the choice of experts hang on rounding.
             let (n_exp, n_ff) = (experts.n_expert, experts.n_ff_exp.unwrap_or(model.n_ff));
-            let router = Init::Normal(3.0 * inv_sqrt(d));
+            let router = Init::Normal(6.0 * inv_sqrt(d));
             add(name("ffn_gate_inp"), &[d, n_exp], router);
             let (up, down) = ([d, n_ff, n_exp], [n_ff, d, n_exp]);
             add(name("ffn_gate_exps"), &up, Init::Normal(inv_sqrt(d)));
@@ -536,12 +548,13 @@ fn plan(model: &ArchModel, n_vocab: usize) -> Vec<Planned> {
     tensors
 }
 
-/// The tensor's values as little-endian F32 bytes.
-fn values(seed: u64, t: &Planned) -> Vec<u8> {
+/// The tensor's values, row by row in `ggml_type` (quantized by plumb's reference quantizers).
+fn values(seed: u64, t: &Planned, ggml_type: GgmlType) -> Result<Vec<u8>, SynthError> {
     let row_len = t.shape[0];
     let n_rows = t.shape[1..].iter().product::<usize>();
     let name_hash = fnv1a(t.name.as_bytes());
-    let mut all = Vec::with_capacity(row_len * n_rows);
+    let row_bytes = ggml_type.block_bytes() * row_len / ggml_type.block_size();
+    let mut all = vec![0u8; row_bytes * n_rows];
     let mut row = vec![0.0f32; row_len];
     for r in 0..n_rows {
         match &t.init {
@@ -552,9 +565,13 @@ fn values(seed: u64, t: &Planned) -> Vec<u8> {
             }
             Init::Values(v) => row.copy_from_slice(&v[r * row_len..(r + 1) * row_len]),
         }
-        all.extend_from_slice(&row);
+        plumb_ggml::quantize_row(
+            ggml_type,
+            &row,
+            &mut all[r * row_bytes..(r + 1) * row_bytes],
+        )?;
     }
-    all.iter().flat_map(|v| v.to_le_bytes()).collect()
+    Ok(all)
 }
 
 /// Phi-3's converter's magnitude for LongRoPE: `√(1 + ln(s)/ln(original))` for the stretch

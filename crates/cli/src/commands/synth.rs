@@ -26,7 +26,8 @@ in memory. `--shape tiny` is a 1 MB model for tests (4 layers, width 256, 512 to
 `--arch NAME --tokenizer-from MODEL.gguf` writes instead a tiny F32 model of one of the \
 architectures plumb runs (llama3: rope_freqs; mistral; qwen3; qwen3-yarn; gemma2; phi3; mixtral; qwen3moe), with the \
 tokenizer \
-of MODEL.gguf, for checking plumb against llama.cpp (testdata/golden/synth-NAME).")]
+of MODEL.gguf, for checking plumb against llama.cpp (testdata/golden/synth-NAME); with \
+--type q8_0, q4_0 or f16 its matrices have that type instead of F32.")]
 pub struct Args {
     /// The model to imitate: tinyllama-1.1b, llama2-7b, llama3-8b (or tiny, for tests)
     #[arg(long, value_parser = parse_shape, required_unless_present = "arch")]
@@ -37,7 +38,7 @@ pub struct Args {
     file_type: Option<FileType>,
     /// A tiny model of this architecture instead: llama3, mistral, qwen3, qwen3-yarn, gemma2, phi3, mixtral,
     /// qwen3moe
-    #[arg(long, value_parser = parse_arch_model, conflicts_with_all = ["shape", "file_type", "layers"],
+    #[arg(long, value_parser = parse_arch_model, conflicts_with_all = ["shape", "layers"],
           requires = "tokenizer_from")]
     arch: Option<ArchModel>,
     /// With --arch: the GGUF model whose tokenizer the tiny model gets
@@ -73,8 +74,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let (Some(model), Some(tokenizer)) = (&args.arch, &args.tokenizer_from) {
         let source = GgufFile::open(tokenizer)
             .with_context(|| format!("reading the tokenizer of {}", tokenizer.display()))?;
-        write_arch_model(model, source.metadata(), &args.output, args.seed)
-            .with_context(|| format!("writing {}", args.output.display()))?;
+        write_arch_model(
+            model,
+            source.metadata(),
+            &args.output,
+            args.seed,
+            args.file_type,
+        )
+        .with_context(|| format!("writing {}", args.output.display()))?;
         println!("{}", args.output.display());
         return Ok(());
     }
