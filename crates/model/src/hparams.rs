@@ -400,6 +400,45 @@ mod tests {
     }
 
     #[test]
+    fn gemma2_caps_and_experts_take_llama_cpp_defaults_and_bad_values_name_their_key() {
+        use plumb_gguf::Value;
+        let hp = HyperParams::from_gguf(&file("gemma2", &[])).unwrap();
+        assert_eq!(hp.attn_softcap, Some(50.0));
+        assert_eq!(hp.final_softcap, Some(30.0));
+        assert_eq!(hp.sliding_window, Some(4096));
+        assert_eq!(hp.n_expert, 0);
+
+        let experts = |used: u32| {
+            HyperParams::from_gguf(&file(
+                "qwen3moe",
+                &[
+                    ("expert_count", Value::U32(8)),
+                    ("expert_used_count", Value::U32(used)),
+                ],
+            ))
+        };
+        let hp = experts(2).unwrap();
+        assert_eq!((hp.n_expert, hp.n_expert_used), (8, 2));
+        // Qwen3-MoE's experts share the FFN width among those a token uses.
+        assert_eq!(hp.n_ff_exp, 96 / 2);
+        let err = experts(9).unwrap_err();
+        assert!(
+            err.to_string().contains("qwen3moe.expert_used_count"),
+            "{err}"
+        );
+
+        let err = HyperParams::from_gguf(&file(
+            "gemma2",
+            &[("attn_logit_softcapping", Value::F32(-1.0))],
+        ))
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("gemma2.attn_logit_softcapping"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn yarn_takes_its_original_context() {
         use plumb_gguf::Value;
         let hp = HyperParams::from_gguf(&file(
