@@ -297,6 +297,7 @@ impl Backend for CpuBackend {
             tokens: pass.places,
             n_head: step.n_head,
             scale: step.scale,
+            softcap: step.softcap,
             kv: pass.kv.layer(step.layer),
         };
         let rotation = kv.rotation;

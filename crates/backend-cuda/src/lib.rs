@@ -333,6 +333,12 @@ impl Backend for CudaBackend {
         pass: &CudaPass<'_>,
     ) -> Result<CudaTensor> {
         CHECK.attention(q, &kv.shapes(), step, pass.inputs)?;
+        if step.softcap.is_some() {
+            return Err(error(
+                "attention",
+                "soft-capped attention scores (gemma2) are not implemented on CUDA yet",
+            ));
+        }
         let layer = &kv.layers[step.layer];
         let tables = pass.inputs.kv.layer(step.layer);
         self.attention_kernels().run(

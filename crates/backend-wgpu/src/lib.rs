@@ -525,6 +525,12 @@ impl Backend for WgpuBackend {
         pass: &GpuPass<'_>,
     ) -> Result<GpuTensor> {
         CHECK.attention(q, &kv.layer_shapes(), step, pass.inputs)?;
+        if step.softcap.is_some() {
+            return Err(CHECK.error(
+                "attention",
+                "soft-capped attention scores (gemma2) are not implemented on wgpu yet",
+            ));
+        }
         let cache = &kv.layers[step.layer];
         let shape = &cache.shape;
         let tables = &pass.groups[shape.group];

@@ -82,7 +82,8 @@ impl<'p> GpuPass<'p> {
             .iter()
             .flat_map(|&pos| {
                 (0..rope.n_rot / 2).flat_map(move |i| {
-                    let (sin, cos) = rope.theta(pos, i).sin_cos();
+                    // YaRN's and attn_factor's magnitude included: the kernel just multiplies.
+                    let (sin, cos) = rope.sin_cos(pos, i);
                     [(cos as f32).to_bits(), (sin as f32).to_bits()]
                 })
             })

@@ -10,7 +10,7 @@ use plumb_backend_wgpu::{WgpuBackend, SUPPORTED_TYPES};
 use plumb_gguf::GgmlType;
 use plumb_model::{
     Activation, AttentionStep, Backend, BlockCopy, KvConfig, KvLayout, LayerKv, Rope, RopeStyle,
-    TokenPos, WeightUse,
+    TokenPos, WeightUse, Yarn,
 };
 
 /// Bindings of at most 16 KiB: every test weight is split into chunks, of 8 rows (F32 rows
@@ -220,7 +220,7 @@ fn output_rows_are_the_rows_asked_for_in_order() {
 }
 
 #[test]
-fn rope_matches_the_reference_in_both_pairings() {
+fn rope_matches_the_reference_in_both_pairings_with_yarn_and_attn_factor() {
     let gpu = require_gpu!();
     let reference = RefBackend::new();
     let mut rng = Rng::new(13);
@@ -231,13 +231,21 @@ fn rope_matches_the_reference_in_both_pairings() {
     let inputs = batch.inputs(&layout);
     let pass = gpu.begin_pass(&inputs).unwrap();
     for style in [RopeStyle::Normal, RopeStyle::Neox] {
-        for (n_rot, factors) in [(64, None), (32, Some(rng.values(16, 1.0)))] {
+        let cases = [
+            (64, None, None, 1.0),
+            (32, Some(rng.values(16, 1.0)), None, 1.0),
+            // YaRN blends scaled and unscaled angles per pair and scales the rotation.
+            (64, None, Some(Yarn::new(64, 64, 10000.0)), 0.8),
+        ];
+        for (n_rot, factors, yarn, attn_factor) in cases {
             let rope = Rope {
                 style,
                 n_rot,
                 freq_base: 10000.0,
                 freq_scale: 0.5,
                 freq_factors: factors.map(|f| f.iter().map(|v| 1.5 + v).collect()),
+                yarn,
+                attn_factor,
             };
             let x = rng.values(n * width, 3.0);
             let got = gpu.rope(
@@ -253,7 +261,7 @@ fn rope_matches_the_reference_in_both_pairings() {
                 &&inputs,
             );
             assert_close(
-                &format!("{style:?}, {n_rot} rotated"),
+                &format!("{style:?}, {n_rot} rotated, {yarn:?}, attn_factor {attn_factor}"),
                 &host(&gpu, &got.unwrap()),
                 &host(&reference, &expected.unwrap()),
             );
@@ -311,6 +319,7 @@ fn store_and_attend(
             layer: il,
             n_head,
             scale: 1.0 / (layer.head_dim_k as f32).sqrt(),
+            softcap: None,
         };
         let q_width = n_head * layer.head_dim_k;
         let got = gpu.attention(

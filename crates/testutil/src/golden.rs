@@ -30,6 +30,8 @@ pub const MAX_MEAN_KL: f64 = 0.01;
 
 /// One model's `logits.gguf`.
 pub struct GoldenLogits {
+    /// The sha256 of the model file llama.cpp ran.
+    pub model_sha256: String,
     pub n_vocab: usize,
     pub prompts: Vec<GoldenPrompt>,
 }
@@ -60,6 +62,7 @@ impl GoldenLogits {
         let err = |e: plumb_gguf::GgufError| format!("{}: {e}", path.display());
         let top_k = md.get_usize("golden.top_k").map_err(err)?;
         let n_vocab = md.get_usize("golden.n_vocab").map_err(err)?;
+        let model_sha256 = md.get_str("golden.model_sha256").map_err(err)?.to_owned();
         let names = md.get_str_array("golden.prompts").map_err(err)?;
         let prompts = names
             .iter()
@@ -89,7 +92,11 @@ impl GoldenLogits {
                 ));
             }
         }
-        Ok(GoldenLogits { n_vocab, prompts })
+        Ok(GoldenLogits {
+            model_sha256,
+            n_vocab,
+            prompts,
+        })
     }
 
     pub fn prompt(&self, name: &str) -> Option<&GoldenPrompt> {
@@ -375,11 +382,26 @@ fn check_model_where<B: Backend>(
     select(&mut golden);
     let label = format!("{name} ({})", backend.name());
     let model = Model::load(&model_path, backend).unwrap();
+    check_loaded(&label, &model, &golden, firm_margin);
+}
+
+/// The context of llama.cpp's golden runs (tools/reference/llama_session.py): phi3 picks its
+/// RoPE factors by the context a sequence may hold, so the cache holds at least as much.
+const GOLDEN_N_CTX: usize = 1024;
+
+/// Holds a loaded model to golden logits ([`check_every_prompt`], top-1 choices firm from
+/// `firm_margin` on); `label` names it in the table and in failures. The synthetic
+/// architecture models' tests call it directly.
+pub fn check_loaded<B: Backend>(
+    label: &str,
+    model: &Model<B>,
+    golden: &GoldenLogits,
+    firm_margin: f32,
+) {
     assert_eq!(model.hparams().n_vocab, golden.n_vocab);
-    check_every_prompt(&label, &golden, firm_margin, |prompt| {
-        let mut cache = model
-            .new_kv_cache(KvConfig::new(teacher_forced_len(prompt), 1, CHUNK))
-            .unwrap();
+    check_every_prompt(label, golden, firm_margin, |prompt| {
+        let n_ctx = teacher_forced_len(prompt).max(GOLDEN_N_CTX);
+        let mut cache = model.new_kv_cache(KvConfig::new(n_ctx, 1, CHUNK)).unwrap();
         score_teacher_forced(prompt, CHUNK, |tokens| {
             let logits = model.eval(&mut cache, 0, tokens, LogitsFor::All).unwrap();
             logits.rows().map(<[f32]>::to_vec).collect()
