@@ -529,7 +529,7 @@ fn gemm_case(ty: GgmlType) -> impl Strategy<Value = GemmCase> {
     let n_blocks = proptest::sample::select(vec![1usize, 2, 3, 5, 28]);
     let quants = proptest::sample::select(vec![Quants::Random, Quants::Mixed]);
     let styles = proptest::collection::vec(proptest::sample::select(ACTS.to_vec()), 1..=19);
-    (n_blocks, 1..=9usize, quants, styles, any::<u64>()).prop_map(
+    (n_blocks, 1..=17usize, quants, styles, any::<u64>()).prop_map(
         move |(n_blocks, n_rows, quants, styles, seed)| {
             let mut rng = Rng::new(seed);
             let n = n_blocks * 32;
