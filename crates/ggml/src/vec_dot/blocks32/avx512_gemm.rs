@@ -95,8 +95,9 @@ impl PanelFormat for Bytes {
     const LEVEL_BYTES: usize = CHUNKS * CHUNK;
 
     fn place(w: &[i8; QK], r: usize, out: &mut [u8]) {
-        for (i, &v) in w.iter().enumerate() {
-            out[i / 4 * CHUNK + 4 * r + i % 4] = (v as u8) ^ 0x80;
+        for (c, four) in w.chunks_exact(4).enumerate() {
+            let levels = le_u32(four) ^ 0x8080_8080;
+            out[c * CHUNK + 4 * r..][..4].copy_from_slice(&levels.to_le_bytes());
         }
     }
 
@@ -123,11 +124,19 @@ impl PanelFormat for FiveBits {
     const LEVEL_BYTES: usize = FIFTH_BITS + CHUNKS * 8;
 
     fn place(w: &[i8; QK], r: usize, out: &mut [u8]) {
-        for (i, &v) in w.iter().enumerate() {
-            let level = (v + 16) as u8;
-            let (c, j) = (i / 4, 4 * r + i % 4);
-            out[c % 4 * CHUNK + j] |= (level & 0x0F) << (4 * (c / 4));
-            out[FIFTH_BITS + 8 * c + j / 8] |= (level >> 4) << (j % 8);
+        // Four elements of row r at a time: one u32 of levels per chunk.
+        for (c, four) in w.chunks_exact(4).enumerate() {
+            let signed = le_u32(four);
+            // w + 16 in each byte: for w in −16..16, its low five bits with bit 4 flipped.
+            let levels = (signed & 0x1F1F_1F1F) ^ 0x1010_1010;
+            let nibbles = (levels & 0x0F0F_0F0F) << (4 * (c / 4));
+            let at = c % 4 * CHUNK + 4 * r;
+            let old = u32::from_le_bytes(out[at..at + 4].try_into().expect("4"));
+            out[at..at + 4].copy_from_slice(&(old | nibbles).to_le_bytes());
+            // The fifth bits (bit 4 of each byte) gathered into one nibble: the product
+            // puts bit 8i at bit 21 + i, and no two of its partial products meet.
+            let fifth = (((levels >> 4) & 0x0101_0101).wrapping_mul(0x0020_4081) >> 21) & 0x0F;
+            out[FIFTH_BITS + 8 * c + r / 2] |= (fifth as u8) << (4 * (r % 2));
         }
     }
 
@@ -149,6 +158,11 @@ impl PanelFormat for FiveBits {
         }
         chunks
     }
+}
+
+/// Four signed values as the bytes of a little-endian u32.
+fn le_u32(four: &[i8]) -> u32 {
+    u32::from_le_bytes([four[0] as u8, four[1] as u8, four[2] as u8, four[3] as u8])
 }
 
 /// The byte layout of a panel block of format `F`: its levels, then the rows' f16 scales.
