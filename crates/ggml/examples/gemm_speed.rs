@@ -1,9 +1,10 @@
 //! Speed of one weight type's GEMM against a few tokens, the shape of a server's batched decode:
 //! `cargo run --release -p plumb-ggml --example gemm_speed -- TYPE ROWS K [TOKENS] [THREADS]`
-//! (e.g. `q5_0 4864 896 8 2`). It packs a random matrix into panels once, then times walks
-//! over all of them (bytes streamed from memory) and repeated walks over the first panels that
-//! fit in L2 (the same work without the memory traffic), and prints time per product, GB/s of
-//! panel bytes and GMAC/s. Run it on a quiet machine.
+//! (e.g. `q5_0 4864 896 8 2`). It packs a random matrix into the panels of the kept GEMM
+//! (`DotKernel::kept_gemm`, as a server's) once, then times walks over all of them (bytes
+//! streamed from memory) and repeated walks over the first panels that fit in L2 (the same
+//! work without the memory traffic), and prints time per product, GB/s of panel bytes and
+//! GMAC/s. Run it on a quiet machine.
 
 use std::time::Instant;
 

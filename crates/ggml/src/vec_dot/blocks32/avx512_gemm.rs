@@ -18,7 +18,8 @@
 //! decode, so a panel should be no larger than the quantized rows:
 //! - [`Bytes`] (Q4_0, Q8_0, IQ4_NL): the chunks as they are, w + 128; 544 bytes per 512
 //!   weights, Q8_0's own size.
-//! - [`FiveBits`] (Q5_0): the levels q = w + 16 as four 64-byte vectors of nibbles (chunks c
+//! - [`FiveBits`] (Q5_0 panels packed once and kept, [`crate::DotKernel::kept_gemm`]; panels
+//!   packed for one product are [`Bytes`], cheaper to pack and to walk): the levels q = w + 16 as four 64-byte vectors of nibbles (chunks c
 //!   and c + 4 in the low and high nibbles) and 64 bytes of fifth bits, a bit per byte of
 //!   every chunk; 352 bytes per 512 weights, Q5_0's own size. Unpacking a block costs about
 //!   two instructions per chunk, shared by every activation row walked with it.
@@ -45,11 +46,13 @@ const ACT_SCALE: usize = QK;
 const ACT_CORRECTION: usize = QK + 4;
 const ACT_BLOCK_BYTES: usize = QK + 8;
 
-pub(super) fn gemm(weight_type: GgmlType) -> Option<GemmFns> {
+/// The GEMM of `weight_type`; with `kept`, the one for panels packed once and kept.
+pub(super) fn gemm(weight_type: GgmlType, kept: bool) -> Option<GemmFns> {
     use GgmlType as T;
     Some(match weight_type {
         T::Q4_0 => fns::<Q4_0, Bytes>(),
-        T::Q5_0 => fns::<Q5_0, FiveBits>(),
+        T::Q5_0 if kept => fns::<Q5_0, FiveBits>(),
+        T::Q5_0 => fns::<Q5_0, Bytes>(),
         T::Q8_0 => fns::<Q8_0, Bytes>(),
         T::IQ4_NL => fns::<Iq4Nl, Bytes>(),
         _ => return None,
