@@ -7,11 +7,20 @@
 #   under node (tools/test-wasm.sh).
 #
 # Needs, besides the Rust toolchain (with clippy and rustfmt), python3 with pip and node:
-#   rustup target add aarch64-unknown-linux-gnu wasm32-unknown-unknown wasm32-wasip1
+#   rustup target add aarch64-unknown-linux-gnu aarch64-apple-darwin wasm32-unknown-unknown wasm32-wasip1
 #   apt-get install qemu-user gcc-aarch64-linux-gnu
-# A missing one is an error before anything runs, not a skip.
+# A missing one is an error before anything runs, not a skip. The wgpu backend's tests run on
+# whatever Vulkan adapter the loader finds (.ci/run picks Mesa's lavapipe) and skip loudly
+# without one.
 set -eu
 cd "$(dirname "$0")/.."
+
+# The wgpu backend's Metal path is compiled for Apple silicon, though nothing here runs it.
+rustup target list --installed 2>/dev/null | grep -qx aarch64-apple-darwin || {
+    echo "test-all: the Metal build check needs the aarch64-apple-darwin Rust target" \
+        "(rustup target add aarch64-apple-darwin)" >&2
+    exit 1
+}
 
 if [ "$(uname -m)" = x86_64 ]; then
     missing=""
@@ -44,6 +53,8 @@ echo "== cargo clippy for the browser (wasm32-unknown-unknown)"
 # The crates a page needs: everything from the GGUF reader to the engine.
 cargo clippy --target wasm32-unknown-unknown -p plumb-gguf -p plumb-ggml -p plumb-tokenizer \
     -p plumb-model -p plumb-backend-cpu -p plumb-engine -- -D warnings
+echo "== the wgpu backend for Apple silicon (Metal), compiled only"
+cargo clippy --target aarch64-apple-darwin -p plumb-backend-wgpu -- -D warnings
 echo "== test models"
 cargo run --release -q -p plumb -- pull all
 echo "== llama.cpp tokenizer test vocabularies"

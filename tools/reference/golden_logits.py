@@ -2,9 +2,10 @@
 """Write a model's golden logits (`<model>/logits.gguf`): llama.cpp's next-token distributions
 over five prompts and its greedy continuations.
 
-    python3 tools/reference/golden_logits.py -m MODEL.gguf -o logits.gguf
+    python3 tools/reference/golden_logits.py -m MODEL.gguf -o logits.gguf [--prompts synth]
 
-For each prompt of golden_prompts.py (short, chat, paragraph, code, long), from an empty KV
+For each prompt of golden_prompts.py (short, chat, paragraph, code, long; with --prompts synth
+the synthetic models' SYNTH_PROMPTS, paragraph and code), from an empty KV
 cache (llama_session.py has the settings):
 - `P.tokens`: llama_tokenize(text, add_special=true, parse_special=true for chat only);
 - the prompt evaluated with logits for every position; at each position `P.top_ids` and
@@ -32,7 +33,7 @@ import gguf
 import llama_cpp
 import numpy as np
 from ggml_lib import load_ggml_base, reference_string
-from golden_prompts import CHAT_USER_MESSAGE, PROMPTS
+from golden_prompts import CHAT_USER_MESSAGE, PROMPTS, SYNTH_PROMPTS
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 from llama_session import N_THREADS, LlamaSession, cpu_description
 from trace_format import sha256_of
@@ -106,12 +107,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-m", "--model", required=True, help="GGUF model file")
     ap.add_argument("-o", "--output", required=True, help="logits.gguf to write")
+    ap.add_argument(
+        "--prompts",
+        choices=["models", "synth"],
+        default="models",
+        help="the test models' five prompts, or the synthetic models' two",
+    )
     args = ap.parse_args()
+    prompt_set = SYNTH_PROMPTS if args.prompts == "synth" else PROMPTS
 
     ggml = load_ggml_base()
     with LlamaSession(args.model) as s:
         prompts = []
-        for name, text in PROMPTS.items():
+        for name, text in prompt_set.items():
             how = None
             if text is None:
                 text, how = render_chat(s)

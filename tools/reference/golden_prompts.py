@@ -2,7 +2,7 @@
 
 `chat` is not text but a user message: golden_logits.py renders it with the model's chat
 template. `long` (the opening of the Apache License 2.0, about 800 tokens) reaches past gemma3's
-512-token sliding window.
+512-token sliding window. SYNTH_PROMPTS are the synthetic models' (regenerate_synth.sh).
 """
 
 CHAT_USER_MESSAGE = "What is the capital of France?"
@@ -105,3 +105,8 @@ LONG = (
 
 # name -> text; None for the chat prompt, which is rendered per model.
 PROMPTS = {"short": SHORT, "chat": None, "paragraph": PARAGRAPH, "code": CODE, "long": LONG}
+
+# The prompts of the synthetic architecture models (`golden/synth-<name>/logits.gguf`): text
+# only (their tokenizer's chat template is not theirs), both longer than the models' sliding
+# windows of 32 positions.
+SYNTH_PROMPTS = {"paragraph": PARAGRAPH, "code": CODE}

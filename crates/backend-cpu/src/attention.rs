@@ -59,6 +59,8 @@ pub struct LayerPass<'a> {
     pub n_head: usize,
     /// The factor applied to `q·k` before the softmax.
     pub scale: f32,
+    /// Soft-capping of the scaled scores, `c·tanh(score/c)` (gemma2).
+    pub softcap: Option<f32>,
     /// The block tables each token reads through.
     pub kv: BlockTables<'a>,
 }
@@ -246,6 +248,9 @@ impl TileWork {
             }
             let keys = positions.start - block..positions.end - block;
             self.score::<V>(keys.clone(), unit.step.scale);
+            if let Some(cap) = unit.step.softcap {
+                self.softcap(keys.clone(), cap);
+            }
             self.softmax::<V>(block, keys.clone());
             self.accumulate::<V>(keys);
             block += BLOCK;
@@ -378,6 +383,15 @@ impl TileWork {
             }
         }
         RV
+    }
+
+    /// `weights[key][row] ← cap·tanh(weights[key][row]/cap)` for the block's `keys`: gemma2's
+    /// capped scores, plain scalar code, as only that architecture needs it.
+    fn softcap(&mut self, keys: Range<usize>, cap: f32) {
+        let stride = self.rows_pad;
+        for w in &mut self.weights[keys.start * stride..keys.end * stride] {
+            *w = cap * (*w / cap).tanh();
+        }
     }
 
     /// Takes the block's scores of `keys` (positions `block + key`) into every row's online
@@ -671,6 +685,7 @@ mod tests {
                 tokens,
                 n_head,
                 scale,
+                softcap: None,
                 kv: BlockTables::new(config.block_size, &slots, &tables),
             };
             let (q_batch, k_batch, v_batch) = (rows(&q), rows(&k), rows(&v));

@@ -68,6 +68,7 @@ impl CpuBackend {
     pub fn new(n_threads: usize, cache_type: KvCacheType) -> Result<CpuBackend> {
         let pool = ThreadPool::new(n_threads.max(1))
             .map_err(|e| CHECK.error("new", format!("cannot start the thread pool: {e}")))?;
+        plumb_ggml::Isa::env_cap().map_err(|e| CHECK.error("new", e))?;
         let kernels = RowKernels::detect();
         tracing::info!(
             threads = pool.n_threads(),
@@ -296,6 +297,7 @@ impl Backend for CpuBackend {
             tokens: pass.places,
             n_head: step.n_head,
             scale: step.scale,
+            softcap: step.softcap,
             kv: pass.kv.layer(step.layer),
         };
         let rotation = kv.rotation;

@@ -63,9 +63,10 @@ impl Matrix {
     /// Packs all of this matrix's rows into its GEMM's panels, panel `p` holding rows
     /// `p·panel_rows..`, so that products over a few tokens (a server's batched decode) need
     /// not repack the whole matrix each time: at 8 tokens, repacking took half the time of
-    /// every product. Costs memory beside the mapped file (about 1–2× the weight bytes).
+    /// every product. Costs memory beside the mapped file (about 1–2× the weight bytes; Q5_0
+    /// and Q8_0 panels are their rows' size).
     pub fn pack_panels(&mut self) {
-        let Some(gemm) = self.kernel.gemm() else {
+        let Some(gemm) = self.kernel.kept_gemm() else {
             return;
         };
         let (m, k) = (self.tensor.n_rows(), self.tensor.row_len());
@@ -189,7 +190,12 @@ impl QuantizedRows {
 
 /// `x · Wᵀ`: `out[t][j] = W_j · x_t`. The caller has checked that `x` is `W.row_len()` wide.
 pub fn matmul(pool: &ThreadPool, x: &HostTensor, w: &Matrix) -> HostTensor {
-    match w.kernel.gemm() {
+    // Panels packed at load are the kept GEMM's (see `DotKernel::kept_gemm`).
+    let gemm = match w.panels {
+        Some(_) => w.kernel.kept_gemm(),
+        None => w.kernel.gemm(),
+    };
+    match gemm {
         Some(gemm)
             if x.n_tokens() >= GEMM_MIN_TOKENS
                 || (w.panels.is_some() && x.n_tokens() >= PACKED_GEMM_MIN_TOKENS) =>

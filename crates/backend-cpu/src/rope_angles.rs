@@ -45,7 +45,7 @@ impl RopeAngles {
             .iter()
             .flat_map(|&pos| {
                 (0..n_pairs).map(move |i| {
-                    let (sin, cos) = rope.theta(pos, i).sin_cos();
+                    let (sin, cos) = rope.sin_cos(pos, i);
                     (sin as f32, cos as f32)
                 })
             })

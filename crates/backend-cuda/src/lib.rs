@@ -10,6 +10,7 @@
 //! It differs from the f32 reference by the f16 rounding of keys and values and by the
 //! matrix kernels' own roundings, which `plumb verify --backend cuda` bounds layer by layer.
 
+mod activations_q8;
 mod attention;
 mod error;
 mod kernels;
@@ -114,6 +115,34 @@ impl CudaBackend {
             stream: &self.stream,
             kernels: &self.kernels,
         }
+    }
+
+    /// x · Wᵀ for each of `weights`, which share x's 8-bit quantization where they take one.
+    fn matmuls<const N: usize>(
+        &self,
+        x: &CudaTensor,
+        weights: [&CudaWeight; N],
+    ) -> Result<[CudaTensor; N]> {
+        const OP: &str = "matmul";
+        let mut ws = Vec::with_capacity(N);
+        let mut outs = Vec::with_capacity(N);
+        for weight in weights {
+            let w = matrix(OP, weight)?;
+            CHECK.width(OP, x, w.k, &weight.name)?;
+            ws.push(w);
+            outs.push(CudaTensor::uninit(&self.stream, OP, x.n_tokens(), w.m)?);
+        }
+        if x.n_tokens() > 0 {
+            let mut products: Vec<_> = ws
+                .iter()
+                .copied()
+                .zip(outs.iter_mut().map(|o| &mut o.data))
+                .collect();
+            self.matmul
+                .run(&self.stream, &x.data, x.n_tokens(), &mut products)?;
+        }
+        outs.try_into()
+            .map_err(|_| error(OP, "one output per weight"))
     }
 
     fn attention_kernels(&self) -> Attention<'_> {
@@ -252,15 +281,8 @@ impl Backend for CudaBackend {
     }
 
     fn matmul(&self, x: &CudaTensor, weight: &CudaWeight) -> Result<CudaTensor> {
-        const OP: &str = "matmul";
-        let w = matrix(OP, weight)?;
-        CHECK.width(OP, x, w.k, &weight.name)?;
-        let mut out = CudaTensor::uninit(&self.stream, OP, x.n_tokens(), w.m)?;
-        if x.n_tokens() > 0 {
-            self.matmul
-                .run(&self.stream, w, &x.data, x.n_tokens(), &mut out.data)?;
-        }
-        Ok(out)
+        let [y] = self.matmuls(x, [weight])?;
+        Ok(y)
     }
 
     fn add_bias(&self, x: CudaTensor, bias: &CudaWeight) -> Result<CudaTensor> {
@@ -311,6 +333,12 @@ impl Backend for CudaBackend {
         pass: &CudaPass<'_>,
     ) -> Result<CudaTensor> {
         CHECK.attention(q, &kv.shapes(), step, pass.inputs)?;
+        if step.softcap.is_some() {
+            return Err(error(
+                "attention",
+                "soft-capped attention scores (gemma2) are not implemented on CUDA yet",
+            ));
+        }
         let layer = &kv.layers[step.layer];
         let tables = pass.inputs.kv.layer(step.layer);
         self.attention_kernels().run(
@@ -344,14 +372,28 @@ impl Backend for CudaBackend {
         self.ops().select_rows(x, &pass.output_rows(), rows.len())
     }
 
+    fn qkv(
+        &self,
+        x: &CudaTensor,
+        q: Projection<'_, CudaWeight>,
+        k: Projection<'_, CudaWeight>,
+        v: Projection<'_, CudaWeight>,
+    ) -> Result<[CudaTensor; 3]> {
+        let [yq, yk, yv] = self.matmuls(x, [q.weight, k.weight, v.weight])?;
+        let biased = |y, p: Projection<'_, CudaWeight>| match p.bias {
+            Some(b) => self.add_bias(y, b),
+            None => Ok(y),
+        };
+        Ok([biased(yq, q)?, biased(yk, k)?, biased(yv, v)?])
+    }
+
     fn gated_ffn(
         &self,
         x: &CudaTensor,
         ffn: &GatedFfnWeights<'_, CudaWeight>,
     ) -> Result<CudaTensor> {
         const OP: &str = "gated_ffn";
-        let gate = self.matmul(x, ffn.gate.weight)?;
-        let up = self.matmul(x, ffn.up.weight)?;
+        let [gate, up] = self.matmuls(x, [ffn.gate.weight, ffn.up.weight])?;
         CHECK.same_shape(OP, &gate, &up)?;
         // The biases are added inside the activation's kernel.
         let (gate_bias, up_bias) = (bias(OP, ffn.gate, &gate)?, bias(OP, ffn.up, &up)?);

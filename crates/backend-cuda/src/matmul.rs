@@ -1,10 +1,12 @@
 //! Products with the stored weights, `y = x · Wᵀ`, and embedding lookups, straight from the
 //! GGUF blocks.
 //!
-//! - A few rows (decoding, n ≤ 8): matrix-vector kernels (`kernels/matmul.cu`) that stream the
-//!   weight once for all n rows, dequantize in registers and multiply with the f32
-//!   activations, accumulating in f32. Activations are never quantized, so a small value next
-//!   to a huge outlier keeps its weight in the sum.
+//! - A few rows (decoding, n ≤ 8): matrix-vector kernels that stream the weight once for all n
+//!   rows. The types of the shipped models (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K) take
+//!   8-bit activations and dp4a integer products (`kernels/matvec_q8.cu`), after a kernel that
+//!   quantizes each activation row once for all the products that share it, splitting off its
+//!   outliers as the cpu backend does (`activations_q8.rs`). The other types dequantize in
+//!   registers and multiply with the f32 activations (`kernels/matmul.cu`).
 //! - More rows (prefill): the weight is dequantized to f16, tile by tile, and multiplied by
 //!   cuBLAS (f16 inputs, f32 accumulation) with the activations in f16, each row scaled by a
 //!   power of two so that f16's range fits it (`kernels/dequant.cu`). F32 and BF16 weights,
@@ -21,6 +23,7 @@ use cudarc::driver::{
 use plumb_gguf::GgmlType;
 use plumb_model::Result;
 
+use crate::activations_q8::QuantizedRows;
 use crate::error::{error, failed};
 use crate::nvrtc::load_module;
 use crate::weight::DeviceWeight;
@@ -39,17 +42,25 @@ const MATVEC_ROWS_PER_WARP: usize = 2;
 const TILE_ELEMENTS: usize = 1 << 25;
 
 const F16_HELPERS: &str = include_str!("kernels/f16.cuh");
+const BLOCKS: &str = include_str!("kernels/blocks.cuh");
 
 /// The kernel sources of this module, by module name, as NVRTC compiles them.
 pub(crate) fn sources() -> [(&'static str, String); 2] {
     [
         (
             "matmul",
-            format!("{F16_HELPERS}{}", include_str!("kernels/matmul.cu")),
+            format!(
+                "{F16_HELPERS}{BLOCKS}{}{}",
+                include_str!("kernels/matmul.cu"),
+                include_str!("kernels/matvec_q8.cu")
+            ),
         ),
         (
             "dequant",
-            format!("{F16_HELPERS}{}", include_str!("kernels/dequant.cu")),
+            format!(
+                "{F16_HELPERS}{BLOCKS}{}",
+                include_str!("kernels/dequant.cu")
+            ),
         ),
     ]
 }
@@ -73,6 +84,13 @@ fn kernel_name(ty: GgmlType) -> Option<&'static str> {
         F32 => "f32",
         _ => return None,
     })
+}
+
+/// Whether weights of type `ty` take 8-bit activations in matrix-vector products (`mvq_*` in
+/// matvec_q8.cu).
+fn has_matvec_q8(ty: GgmlType) -> bool {
+    use GgmlType::*;
+    matches!(ty, Q4_0 | Q4_1 | Q5_0 | Q8_0 | Q4_K | Q5_K | Q6_K)
 }
 
 const TYPES: [GgmlType; 13] = {
@@ -128,6 +146,8 @@ struct TypeKernels {
     ty: GgmlType,
     /// `matvec[n - 1]` multiplies n rows.
     matvec: Vec<CudaFunction>,
+    /// The same with 8-bit activations, for the types that have them.
+    matvec_q8: Option<Vec<CudaFunction>>,
     get_rows: CudaFunction,
     /// To f16 (f32 for BF16); none for F16 and F32, which cuBLAS reads as stored.
     dequant: Option<CudaFunction>,
@@ -151,7 +171,10 @@ pub(crate) struct Matmul {
     types: Vec<TypeKernels>,
     x_to_f16: CudaFunction,
     scale_rows: CudaFunction,
+    quantize_q8: CudaFunction,
     gemm: Mutex<Option<Gemm>>,
+    /// The buffers of the last activations quantized to 8 bits.
+    quantized: Mutex<Option<QuantizedRows>>,
 }
 
 impl Matmul {
@@ -173,6 +196,14 @@ impl Matmul {
                 matvec: (1..=MATVEC_MAX_ROWS)
                     .map(|n| f(&matvec, &format!("mv_{name}_{n}")))
                     .collect::<Result<_>>()?,
+                matvec_q8: match has_matvec_q8(ty) {
+                    true => Some(
+                        (1..=MATVEC_MAX_ROWS)
+                            .map(|n| f(&matvec, &format!("mvq_{name}_{n}")))
+                            .collect::<Result<_>>()?,
+                    ),
+                    false => None,
+                },
                 get_rows: f(&dequant, &format!("get_rows_{name}"))?,
                 dequant: match gemm_input(ty) {
                     GemmInput::DequantF16 | GemmInput::DequantF32 => {
@@ -186,7 +217,9 @@ impl Matmul {
             types,
             x_to_f16: f(&dequant, "x_to_f16")?,
             scale_rows: f(&dequant, "scale_rows")?,
+            quantize_q8: f(&matvec, "quantize_q8")?,
             gemm: Mutex::new(None),
+            quantized: Mutex::new(None),
         })
     }
 
@@ -202,34 +235,45 @@ impl Matmul {
             .ok_or_else(|| error(op, format!("no kernel for {ty} weights")))
     }
 
-    /// y[n × m] = x[n × k] · Wᵀ, row-major f32 on the device.
+    /// y[n × m] = x[n × k] · Wᵀ for each (W, y) of `products`, row-major f32 on the device.
+    /// Weights that multiply the same activations (Q, K and V; gate and up) go together, so
+    /// that x is quantized to 8 bits once for all of them.
     pub fn run(
         &self,
         stream: &Arc<CudaStream>,
-        w: &DeviceWeight,
         x: &CudaSlice<f32>,
         n: usize,
-        y: &mut CudaSlice<f32>,
+        products: &mut [(&DeviceWeight, &mut CudaSlice<f32>)],
     ) -> Result<()> {
         const OP: &str = "matmul";
-        let kernels = self.kernels(OP, w.ty)?;
-        let row_bytes = check_weight(OP, w)?;
-        if x.len() < n * w.k || y.len() < n * w.m {
-            return Err(error(
-                OP,
-                format!(
-                    "{n} rows need {} inputs and {} outputs; the buffers hold {} and {}",
-                    n * w.k,
-                    n * w.m,
-                    x.len(),
-                    y.len()
-                ),
-            ));
-        }
-        if n == 0 {
-            return Ok(());
-        }
-        if n <= MATVEC_MAX_ROWS && matvec_fits(w.ty, w.k) {
+        let mut quantized = self
+            .quantized
+            .lock()
+            .map_err(|_| error(OP, "a previous product panicked"))?;
+        // The k for which `quantized` holds x, once quantized here.
+        let mut quantized_k = None;
+        for (w, y) in products.iter_mut() {
+            let kernels = self.kernels(OP, w.ty)?;
+            let row_bytes = check_weight(OP, w)?;
+            if x.len() < n * w.k || y.len() < n * w.m {
+                return Err(error(
+                    OP,
+                    format!(
+                        "{n} rows need {} inputs and {} outputs; the buffers hold {} and {}",
+                        n * w.k,
+                        n * w.m,
+                        x.len(),
+                        y.len()
+                    ),
+                ));
+            }
+            if n == 0 {
+                continue;
+            }
+            if n > MATVEC_MAX_ROWS || !matvec_fits(w.ty, w.k) {
+                self.gemm(stream, kernels, w, row_bytes, x, n, y)?;
+                continue;
+            }
             let rows_per_block = MATVEC_WARPS * MATVEC_ROWS_PER_WARP;
             let config = LaunchConfig {
                 grid_dim: (w.m.div_ceil(rows_per_block) as u32, 1, 1),
@@ -237,20 +281,42 @@ impl Matmul {
                 shared_mem_bytes: 0,
             };
             let (k, m) = (w.k as i32, w.m as i32);
+            if let Some(matvec_q8) = &kernels.matvec_q8 {
+                if quantized_k != Some(w.k) {
+                    QuantizedRows::quantize(&mut quantized, &self.quantize_q8, stream, x, n, w.k)?;
+                    quantized_k = Some(w.k);
+                }
+                let q = quantized.as_ref().expect("quantized above");
+                let mut launch = stream.launch_builder(&matvec_q8[n - 1]);
+                launch
+                    .arg(&w.bytes)
+                    .arg(&q.qs)
+                    .arg(&q.ds)
+                    .arg(&q.outliers)
+                    .arg(&q.cap)
+                    .arg(&mut **y)
+                    .arg(&k)
+                    .arg(&m)
+                    .arg(&row_bytes);
+                // SAFETY: the argument list matches `mvq_*` in matvec_q8.cu; the weight buffer
+                // was checked to hold m rows (with their padding), q holds x's n rows of k
+                // quantized values and their outliers, y n × m outputs.
+                unsafe { launch.launch(config) }.map_err(failed(OP))?;
+                continue;
+            }
             let mut launch = stream.launch_builder(&kernels.matvec[n - 1]);
             launch
                 .arg(&w.bytes)
                 .arg(x)
-                .arg(y)
+                .arg(&mut **y)
                 .arg(&k)
                 .arg(&m)
                 .arg(&row_bytes);
             // SAFETY: the argument list matches `mv_*` in matmul.cu; the buffers were checked
             // to hold m rows of weights (with their padding), n × k inputs and n × m outputs.
             unsafe { launch.launch(config) }.map_err(failed(OP))?;
-            return Ok(());
         }
-        self.gemm(stream, kernels, w, row_bytes, x, n, y)
+        Ok(())
     }
 
     /// The GEMM path of `run`.

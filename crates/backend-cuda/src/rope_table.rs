@@ -24,8 +24,19 @@ impl RopeTables {
         if let Some((_, table)) = tables.iter().find(|(r, _)| r == rope) {
             return Ok(Arc::clone(table));
         }
-        // theta(1, i) = freq_scale · base^(−2i/n_rot) / factor_i. The caller rotates at least
-        // one pair, so the table is never empty.
+        // The kernels rotate by unit vectors; YaRN's and attn_factor's magnitude is not there.
+        if rope.magnitude() != 1.0 {
+            return Err(error(
+                "rope",
+                format!(
+                    "a RoPE that scales the rotation by {} (YaRN, rope.scaling.attn_factor) is \
+                     not implemented on CUDA yet",
+                    rope.magnitude()
+                ),
+            ));
+        }
+        // theta(1, i): the angle is proportional to the position, YaRN or not. The caller
+        // rotates at least one pair, so the table is never empty.
         let inv_freq: Vec<f64> = (0..rope.n_rot / 2).map(|i| rope.theta(1, i)).collect();
         let table = Arc::new(stream.clone_htod(&inv_freq).map_err(failed("rope"))?);
         tables.push((rope.clone(), Arc::clone(&table)));

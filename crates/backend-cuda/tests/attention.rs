@@ -51,6 +51,7 @@ fn attend<B: Backend>(
                 layer,
                 n_head: N_HEAD,
                 scale: 1.0 / (HEAD_DIM as f32).sqrt(),
+                softcap: None,
             };
             out.push(backend.attention(q, storage, &step, pass)?);
         }

@@ -112,6 +112,8 @@ fn rope_store_kv_equals_rope_rope_store_kv() {
             freq_base: 10_000.0,
             freq_scale: 1.0,
             freq_factors: None,
+            yarn: None,
+            attn_factor: 1.0,
         };
         let (start0, start1) = (fused.seq_len(0), fused.seq_len(1));
         let places = [run(1, start1, start1 + 5), run(0, start0, start0 + 2)].concat();
@@ -128,6 +130,7 @@ fn rope_store_kv_equals_rope_rope_store_kv() {
             layer: 0,
             n_head,
             scale: 0.125,
+            softcap: None,
         };
         let (gq, gk, gout) = with_pass(&cuda, &mut fused, &tokens, &places, &[], |pass, kv| {
             let (q, k) = cuda.rope_store_kv(q, k, &v, kv, 0, head_dim, &rope, pass)?;

@@ -55,12 +55,20 @@ fn tokens(seed: u32, n: usize) -> Vec<u32> {
 }
 
 /// Weights dequantized alike, f32 activations: the products of a few rows differ from the
-/// reference only by the f16 cache and the order of sums, far inside llama.cpp's tolerance.
+/// reference only by the f16 cache and the order of sums, far inside llama.cpp's tolerance
+/// (the types with 8-bit activations below, by their rounding too).
 /// Products of many rows (cuBLAS) round weights and activations to f16, or TF32 for F32 and
 /// BF16 weights, and are held to llama.cpp's tolerance.
 const SYNTHETIC: Tolerance = Tolerance {
     max_rel_rms: 0.01,
     min_cosine: 0.9999,
+};
+/// The types whose few-row products quantize the activations to 8 bits, as the cpu backend's
+/// and llama.cpp's do, are held to llama.cpp's tolerance as the cpu backend is: random weights
+/// make heavy-tailed FFN activations (gemma3's ffn_out with Q4_0 was 4.5% off, relative RMS).
+const Q8_TYPES: [GgmlType; 7] = {
+    use GgmlType::*;
+    [Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K]
 };
 
 /// Every weight type the backend multiplies with.
@@ -91,7 +99,11 @@ fn synthetic_models_of_every_type_match_the_reference_layer_by_layer() {
             let backend = cuda.take().map_or_else(|| CudaBackend::new(0), Ok).unwrap();
             let model = Model::from_file(file, backend).unwrap();
             // 5 tokens take the matrix-vector kernels, 23 cuBLAS.
-            for (n, tolerance) in [(5, SYNTHETIC), (23, Tolerance::LLAMA_CPP)] {
+            let few_rows = match Q8_TYPES.contains(&ty) {
+                true => Tolerance::LLAMA_CPP,
+                false => SYNTHETIC,
+            };
+            for (n, tolerance) in [(5, few_rows), (23, Tolerance::LLAMA_CPP)] {
                 let tokens = tokens(1, n);
                 check_traces(
                     &format!("{arch} with {ty} matrices, {n} tokens"),
@@ -224,8 +236,11 @@ fn rel_rms(a: &[f32], b: &[f32]) -> f64 {
 
 /// On a real model, decoding token by token equals evaluating the prompt in batches of four
 /// (both take the matrix-vector kernels, which treat each row alike) to f32 rounding, and
-/// the whole prompt in one batch (cuBLAS with f16 operands) to f16 rounding; a mistake in
-/// positions, masking, windows or the cache moves logits by far more.
+/// the whole prompt in one batch (cuBLAS with f16 operands) to the difference between 8-bit
+/// and f16 activations: each is a few percent off the reference's logits (smollm2's
+/// result_output 4.3e-2 relative RMS with 8 bits), and the two paths differed by up to 0.119
+/// at smollm2's positions (position 7); a mistake in positions, masking, windows or the cache moves logits
+/// by far more.
 fn check_decoding(name: &str) {
     let path = require_model!(name);
     let cuda = require_cuda!();
@@ -236,16 +251,19 @@ fn check_decoding(name: &str) {
         .unwrap();
     let model = Model::load(&path, cuda).unwrap();
     let one_by_one = decode(&model, &tokens, 1);
-    for (max_batch, tolerance) in [(4, 1e-4), (64, 0.05)] {
+    for (max_batch, tolerance) in [(4, 1e-4), (64, 0.2)] {
         let batched = decode(&model, &tokens, max_batch);
-        for (t, (a, b)) in batched.iter().zip(&one_by_one).enumerate() {
-            let err = rel_rms(a, b);
-            assert!(
-                err <= tolerance,
-                "{name}: position {t} in batches of {max_batch} differs from token by token \
-                 by relative RMS {err:e}"
-            );
-        }
+        let (worst, err) = batched
+            .iter()
+            .zip(&one_by_one)
+            .map(|(a, b)| rel_rms(a, b))
+            .enumerate()
+            .fold((0, 0.0), |w, (t, e)| if e > w.1 { (t, e) } else { w });
+        assert!(
+            err <= tolerance,
+            "{name}: position {worst} in batches of {max_batch} differs from token by token \
+             by relative RMS {err:e}"
+        );
     }
 }
 

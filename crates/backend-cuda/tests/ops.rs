@@ -119,6 +119,8 @@ fn rope_matches_in_both_pairings_with_scaling_and_freq_factors() {
                 freq_base: 500_000.0,
                 freq_scale,
                 freq_factors: factors.map(Into::into),
+                yarn: None,
+                attn_factor: 1.0,
             };
             let (x, xd) = tensors(&cuda, &mut rng, n, 3 * head_dim);
             let want = with_pass(
@@ -228,6 +230,8 @@ fn bad_arguments_are_errors_naming_the_problem() {
         freq_base: 10_000.0,
         freq_scale: 1.0,
         freq_factors: None,
+        yarn: None,
+        attn_factor: 1.0,
     };
     let positions = message(with_pass(
         &cuda,

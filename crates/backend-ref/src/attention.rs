@@ -87,7 +87,7 @@ pub fn store_kv(
 }
 
 /// Computes, for each token and query head, `softmax(scale · q·Kᵀ) · V` over the positions
-/// the token sees. The caller has checked the shapes and block tables.
+/// the token sees, the scaled scores soft-capped first where the step says so. The caller has checked the shapes and block tables.
 pub fn attention(
     q: &HostTensor,
     kv: &RefKvStorage,
@@ -116,6 +116,9 @@ pub fn attention(
                     let k_h = &layer.k_row(table.slot(pos))[kv_head * hd_k..(kv_head + 1) * hd_k];
                     *w = step.scale * dot(q_h, k_h);
                 }
+                if let Some(cap) = step.softcap {
+                    softcap(&mut weights, cap);
+                }
                 softmax(&mut weights);
                 let out_h = &mut out_row[h * hd_v..(h + 1) * hd_v];
                 for (&w, pos) in weights.iter().zip(visible.clone()) {
@@ -127,6 +130,14 @@ pub fn attention(
             }
         });
     out
+}
+
+/// `cap·tanh(x/cap)`, in f64 and rounded once.
+fn softcap(x: &mut [f32], cap: f32) {
+    let cap = f64::from(cap);
+    for v in x {
+        *v = (cap * (f64::from(*v) / cap).tanh()) as f32;
+    }
 }
 
 fn softmax(x: &mut [f32]) {

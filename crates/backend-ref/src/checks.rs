@@ -1,4 +1,4 @@
-//! The argument checks every host backend makes before an op, so that a bad shape gives an
+//! The argument checks every backend makes before an op, so that a bad shape gives an
 //! error naming the backend, the op and the problem instead of a panic inside a kernel.
 
 use plumb_ggml::KernelError;

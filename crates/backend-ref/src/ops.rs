@@ -39,9 +39,7 @@ pub fn scale(mut x: HostTensor, factor: f32) -> HostTensor {
 pub fn rope(mut x: HostTensor, head_dim: usize, positions: &[usize], rope: &Rope) -> HostTensor {
     let width = x.width();
     for (row, &pos) in x.rows_mut().zip(positions) {
-        let angles: Vec<(f64, f64)> = (0..rope.n_rot / 2)
-            .map(|i| rope.theta(pos, i).sin_cos())
-            .collect();
+        let angles: Vec<(f64, f64)> = (0..rope.n_rot / 2).map(|i| rope.sin_cos(pos, i)).collect();
         for head in row[..width].chunks_exact_mut(head_dim) {
             for (i, &(sin, cos)) in angles.iter().enumerate() {
                 let (a, b) = rope.pair(i);

@@ -4,6 +4,7 @@
 use plumb_backend_cpu::{CpuBackend, KvCacheType};
 use plumb_backend_cuda::CudaBackend;
 use plumb_backend_ref::RefBackend;
+use plumb_backend_wgpu::WgpuBackend;
 use plumb_model::Backend;
 
 /// A backend plumb can run on.
@@ -15,6 +16,8 @@ pub enum BackendChoice {
     Cpu,
     /// The f32 reference: plain, obviously correct, the yardstick for every other backend
     Ref,
+    /// The GPU through wgpu (Vulkan, Metal): WGSL kernels, f16 KV cache
+    Wgpu,
 }
 
 impl BackendChoice {
@@ -23,6 +26,7 @@ impl BackendChoice {
             BackendChoice::Cuda => "cuda",
             BackendChoice::Cpu => "cpu",
             BackendChoice::Ref => "ref",
+            BackendChoice::Wgpu => "wgpu",
         }
     }
 
@@ -53,7 +57,7 @@ pub struct BackendArgs {
     #[arg(short = 't', long)]
     pub threads: Option<usize>,
     /// How the cpu backend stores the KV cache: f32, f16 or q8_0 [default: f16; the ref
-    /// backend always uses f32, the cuda backend f16]
+    /// backend always uses f32, the cuda and wgpu backends f16]
     #[arg(long, value_name = "TYPE")]
     pub cache_type: Option<KvCacheType>,
 }
@@ -91,6 +95,7 @@ impl BackendArgs {
             BackendChoice::Cuda => 2.0,
             BackendChoice::Cpu => self.cache_type().bytes(32) as f64 / 32.0,
             BackendChoice::Ref => 4.0,
+            BackendChoice::Wgpu => 2.0,
         }
     }
 
@@ -145,6 +150,15 @@ impl BackendArgs {
                     );
                 }
                 body.run(RefBackend::new())
+            }
+            BackendChoice::Wgpu => {
+                if let Some(ty) = self.cache_type.filter(|&t| t != KvCacheType::F16) {
+                    anyhow::bail!(
+                        "--cache-type {}: the wgpu backend keeps its KV cache in f16",
+                        ty.name()
+                    );
+                }
+                body.run(WgpuBackend::new()?)
             }
         }
     }

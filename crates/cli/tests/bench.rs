@@ -44,12 +44,40 @@ fn json_has_a_row_per_thread_count_and_test() {
             "{row}"
         );
         assert_eq!(row["model_n_params"], 134_515_008, "{row}");
-        assert_eq!(row["backend"], "cpu (f16)");
+        let backend = row["backend"].as_str().unwrap();
+        let isa = plumb_ggml::Isa::detect().name();
+        assert_eq!(backend, format!("cpu (f16, {isa})"), "{row}");
         // The process maps the whole model file and touches its weights.
         assert!(row["peak_rss_bytes"].as_u64().unwrap() > 50 << 20, "{row}");
     }
     assert_eq!(rows[0]["n_prompt"], 16);
     assert_eq!(rows[1]["n_gen"], 4);
+}
+
+/// `PLUMB_CPU_ISA` caps the kernels' instruction set (the label says which ran), and a name
+/// this CPU cannot run is an error naming the variable, not a silent fallback.
+#[test]
+fn plumb_cpu_isa_caps_the_instruction_set() {
+    let model = require_model!("smollm2-135m");
+    let bench = |isa: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_plumb"))
+            .args(["bench", "-m", model.to_str().unwrap()])
+            .args(["-p", "8", "-n", "2", "-r", "1", "-t", "1", "--json"])
+            .env("PLUMB_CPU_ISA", isa)
+            .output()
+            .unwrap()
+    };
+    let o = bench("scalar");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(rows[0]["backend"], "cpu (f16, scalar)");
+    let o = bench("sse9");
+    assert!(!o.status.success());
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("PLUMB_CPU_ISA") && stderr.contains("sse9"),
+        "{stderr}"
+    );
 }
 
 #[test]

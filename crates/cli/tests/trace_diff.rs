@@ -178,5 +178,5 @@ fn verify_compares_a_backend_with_the_reference() {
 
     let o = plumb(&["verify", "-m", model.to_str().unwrap(), "--backend", "tpu"]);
     assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("possible values: cuda, cpu, ref"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("possible values: cuda, cpu, ref, wgpu"));
 }

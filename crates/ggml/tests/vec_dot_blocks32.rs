@@ -532,7 +532,7 @@ fn gemm_case(ty: GgmlType) -> impl Strategy<Value = GemmCase> {
     let n_blocks = proptest::sample::select(vec![1usize, 2, 3, 5, 28]);
     let quants = proptest::sample::select(vec![Quants::Random, Quants::Mixed]);
     let styles = proptest::collection::vec(proptest::sample::select(ACTS.to_vec()), 1..=19);
-    (n_blocks, 1..=9usize, quants, styles, any::<u64>()).prop_map(
+    (n_blocks, 1..=17usize, quants, styles, any::<u64>()).prop_map(
         move |(n_blocks, n_rows, quants, styles, seed)| {
             let mut rng = Rng::new(seed);
             let n = n_blocks * 32;
@@ -551,59 +551,58 @@ fn gemm_case(ty: GgmlType) -> impl Strategy<Value = GemmCase> {
     )
 }
 
-/// Every GEMM output equals the same instruction set's `dot` up to the order of its per-block
-/// terms; rows missing from the panel give zeros.
+/// Every GEMM output, of panels packed for one product or kept, equals the same instruction
+/// set's `dot` up to the order of its per-block terms; rows missing from the panel give zeros.
 fn check_gemm(case: GemmCase) {
     let ty = case.ty;
     for isa in Isa::available() {
         let k = kernel(ty, isa);
-        let Some(gemm) = k.gemm() else {
-            continue;
-        };
-        let rows_in_panel = case.rows.len().min(gemm.panel_rows());
-        let weights: Vec<u8> = case.rows[..rows_in_panel].concat();
-        // A row beyond the panel follows the panel's rows: packing must not read it.
-        let with_extra: Vec<u8> = case.rows.concat();
-        let mut panel = vec![0xAAu8; gemm.panel_bytes(case.n)];
-        gemm.pack_panel_unchecked(&with_extra[..weights.len()], case.n, &mut panel);
-        let row_bytes = k.act_row_bytes(case.n);
-        let packed_bytes = gemm.act_bytes(case.n);
-        let mut quantized = vec![vec![0u8; row_bytes]; case.acts.len()];
-        let mut packed = vec![0u8; packed_bytes * case.acts.len()];
-        for ((x, q), p) in case
-            .acts
-            .iter()
-            .zip(&mut quantized)
-            .zip(packed.chunks_exact_mut(packed_bytes))
-        {
-            k.quantize(x, q).expect("quantize");
-            gemm.pack_act_unchecked(q, p);
-        }
-        let mut out = vec![f32::NAN; case.acts.len() * gemm.panel_rows()];
-        gemm.run_unchecked(&panel, &packed, &mut out);
-        for (t, q) in quantized.iter().enumerate() {
-            let a = dequantize_row_to_vec(k.act_type(), q).expect("activations dequantize");
-            for r in 0..gemm.panel_rows() {
-                let got = out[t * gemm.panel_rows() + r];
-                let Some(w) = case.rows[..rows_in_panel].get(r) else {
-                    assert_eq!(
-                        got.to_bits(),
-                        0,
-                        "{k:?}: empty panel row {r}, activation {t}"
-                    );
-                    continue;
-                };
-                let want = k.dot(case.n, w, q).expect("dot");
-                let wf = dequantize_row_to_vec(ty, w).expect("weights dequantize");
-                let terms = (case.n / 32) as f64 + 4.0;
-                let tolerance =
-                    2.0 * terms * EPS * magnitude(ty, &wf, w, &a, q) + 1e-30 * case.n as f64;
-                let err = (f64::from(got) - f64::from(want)).abs();
-                assert!(
+        for gemm in [k.gemm(), k.kept_gemm()].into_iter().flatten() {
+            let rows_in_panel = case.rows.len().min(gemm.panel_rows());
+            let weights: Vec<u8> = case.rows[..rows_in_panel].concat();
+            // A row beyond the panel follows the panel's rows: packing must not read it.
+            let with_extra: Vec<u8> = case.rows.concat();
+            let mut panel = vec![0xAAu8; gemm.panel_bytes(case.n)];
+            gemm.pack_panel_unchecked(&with_extra[..weights.len()], case.n, &mut panel);
+            let row_bytes = k.act_row_bytes(case.n);
+            let packed_bytes = gemm.act_bytes(case.n);
+            let mut quantized = vec![vec![0u8; row_bytes]; case.acts.len()];
+            let mut packed = vec![0u8; packed_bytes * case.acts.len()];
+            for ((x, q), p) in case
+                .acts
+                .iter()
+                .zip(&mut quantized)
+                .zip(packed.chunks_exact_mut(packed_bytes))
+            {
+                k.quantize(x, q).expect("quantize");
+                gemm.pack_act_unchecked(q, p);
+            }
+            let mut out = vec![f32::NAN; case.acts.len() * gemm.panel_rows()];
+            gemm.run_unchecked(&panel, &packed, &mut out);
+            for (t, q) in quantized.iter().enumerate() {
+                let a = dequantize_row_to_vec(k.act_type(), q).expect("activations dequantize");
+                for r in 0..gemm.panel_rows() {
+                    let got = out[t * gemm.panel_rows() + r];
+                    let Some(w) = case.rows[..rows_in_panel].get(r) else {
+                        assert_eq!(
+                            got.to_bits(),
+                            0,
+                            "{k:?}: empty panel row {r}, activation {t}"
+                        );
+                        continue;
+                    };
+                    let want = k.dot(case.n, w, q).expect("dot");
+                    let wf = dequantize_row_to_vec(ty, w).expect("weights dequantize");
+                    let terms = (case.n / 32) as f64 + 4.0;
+                    let tolerance =
+                        2.0 * terms * EPS * magnitude(ty, &wf, w, &a, q) + 1e-30 * case.n as f64;
+                    let err = (f64::from(got) - f64::from(want)).abs();
+                    assert!(
                     err <= tolerance,
                     "{k:?} GEMM row {r} of {rows_in_panel}, activation {t} of {}: {got} vs dot {want} (error {err:e} > {tolerance:e})",
                     case.acts.len()
                 );
+                }
             }
         }
     }

@@ -20,6 +20,7 @@
 
 use crate::kv_cache::{BlockCopy, KvLayout, PassKv};
 use crate::rope::Rope;
+use crate::routing::{route, Route};
 use crate::weights::WeightTensor;
 use crate::Result;
 
@@ -103,6 +104,8 @@ pub struct AttentionStep {
     pub n_head: usize,
     /// The factor applied to `q·k` before the softmax.
     pub scale: f32,
+    /// Soft-capping of the scaled scores, `c·tanh(score/c)`, before the softmax (gemma2).
+    pub softcap: Option<f32>,
 }
 
 /// A projection `x · Wᵀ (+ b)`: a matrix weight and its optional bias.
@@ -125,6 +128,15 @@ pub struct GatedFfnWeights<'w, W> {
     pub up: Projection<'w, W>,
     pub down: Projection<'w, W>,
     pub activation: Activation,
+}
+
+/// The weights of a mixture-of-experts FFN: a router and gated experts.
+pub struct MoeFfnWeights<'w, W> {
+    /// `ffn_gate_inp`: one logit per expert from each row.
+    pub router: &'w W,
+    pub experts: Vec<GatedFfnWeights<'w, W>>,
+    /// Experts each token is routed to.
+    pub n_used: usize,
 }
 
 /// The backend operations. Every op either returns a result or an error naming the op; none
@@ -266,6 +278,61 @@ pub trait Backend: Send + Sync {
         self.project(&hidden, ffn.down)
     }
 
+    /// The mixture-of-experts FFN: each row is routed ([`crate::routing::route`]) to
+    /// `n_used` experts, and their gated FFNs' outputs are summed, each times its weight, in
+    /// order of the routing (as llama.cpp adds them). The default routes on the host and
+    /// runs each expert once over the rows routed to it, with [`Self::gated_ffn`]; both CPU
+    /// backends use it.
+    fn moe_ffn(
+        &self,
+        x: &Self::Tensor,
+        moe: &MoeFfnWeights<'_, Self::Weight>,
+    ) -> Result<Self::Tensor> {
+        let (n_tokens, width) = (x.n_tokens(), x.width());
+        let logits = self.to_host(&self.matmul(x, moe.router)?)?;
+        let routes: Vec<Vec<Route>> = logits
+            .chunks_exact(moe.experts.len().max(1))
+            .map(|row| route(row, moe.n_used))
+            .collect();
+        let rows = self.to_host(x)?;
+        // Each token's expert outputs, already weighted, in order of its routing.
+        let mut weighted = vec![vec![Vec::new(); moe.n_used]; n_tokens];
+        for (e, expert) in moe.experts.iter().enumerate() {
+            let picked: Vec<(usize, usize)> = routes
+                .iter()
+                .enumerate()
+                .filter_map(|(t, r)| r.iter().position(|r| r.expert == e).map(|k| (t, k)))
+                .collect();
+            if picked.is_empty() {
+                continue;
+            }
+            let input = picked
+                .iter()
+                .flat_map(|&(t, _)| rows[t * width..(t + 1) * width].iter().copied())
+                .collect();
+            let input = self.upload(picked.len(), width, input)?;
+            let output = self.to_host(&self.gated_ffn(&input, expert)?)?;
+            let out_width = output.len() / picked.len();
+            for (row, &(t, k)) in output.chunks_exact(out_width).zip(&picked) {
+                let w = routes[t][k].weight;
+                weighted[t][k] = row.iter().map(|&v| v * w).collect();
+            }
+        }
+        let out_width = weighted
+            .first()
+            .and_then(|w| w.first())
+            .map_or(width, Vec::len);
+        let mut out = vec![0.0f32; n_tokens * out_width];
+        for (sum, outputs) in out.chunks_exact_mut(out_width.max(1)).zip(&weighted) {
+            for output in outputs {
+                for (s, &v) in sum.iter_mut().zip(output) {
+                    *s += v;
+                }
+            }
+        }
+        self.upload(n_tokens, out_width, out)
+    }
+
     /// A residual sum and its RMSNorm: `(a + b, rms_norm(a + b))`.
     fn add_rms_norm(
         &self,
@@ -296,6 +363,19 @@ pub trait Backend: Send + Sync {
         let k = self.rope(k, head_dim, rope, pass)?;
         self.store_kv(&k, v, kv, layer, pass)?;
         Ok((q, k))
+    }
+
+    /// Soft-capping, `cap·tanh(x/cap)` elementwise (gemma2's final logits). The default
+    /// computes it on the host, in f64 and rounded once; it runs once per pass.
+    fn softcap(&self, x: Self::Tensor, cap: f32) -> Result<Self::Tensor> {
+        let (n_tokens, width) = (x.n_tokens(), x.width());
+        let cap = f64::from(cap);
+        let values = self
+            .to_host(&x)?
+            .into_iter()
+            .map(|v| (cap * (f64::from(v) / cap).tanh()) as f32)
+            .collect();
+        self.upload(n_tokens, width, values)
     }
 
     /// The `k` largest logits of each row, largest first (ties: the lower id first), as

@@ -12,7 +12,7 @@ pub enum ModelError {
     Open { path: PathBuf, error: GgufError },
     #[error(transparent)]
     Gguf(#[from] GgufError),
-    #[error("unknown architecture {0:?}: plumb runs llama, qwen2 and gemma3")]
+    #[error("unknown architecture {0:?}: plumb runs llama, qwen2, qwen3, qwen3moe, gemma2, gemma3 and phi3")]
     UnknownArchitecture(String),
     #[error("metadata key {key:?}: {reason}")]
     HyperParam { key: String, reason: String },

@@ -267,12 +267,24 @@ pub struct KvCache<B: Backend> {
 /// batch writes and the block tables it reads through.
 pub struct PassKv<'a> {
     layout: &'a KvLayout,
-    paging: &'a Paging,
     /// Per group, the slot each token writes.
     slots: Vec<Vec<usize>>,
+    /// Per group, every sequence's block table.
+    tables: Vec<&'a [Vec<BlockId>]>,
 }
 
 impl<'a> PassKv<'a> {
+    /// A pass's KV inputs given outright, per group of `layout`: the slot each token writes
+    /// and every sequence's block table. [`KvCache`] makes them for a model's passes; a
+    /// backend's tests drive single ops with them.
+    pub fn new(layout: &'a KvLayout, slots: Vec<Vec<usize>>, tables: Vec<&'a [Vec<u32>]>) -> Self {
+        PassKv {
+            layout,
+            slots,
+            tables,
+        }
+    }
+
     /// The block tables of layer `layer`'s group.
     pub fn layer(&self, layer: usize) -> BlockTables<'_> {
         self.group(self.layout.layers[layer].group)
@@ -283,7 +295,7 @@ impl<'a> PassKv<'a> {
         BlockTables::new(
             self.layout.block_size,
             &self.slots[group],
-            self.paging.tables(group),
+            self.tables[group],
         )
     }
 
@@ -481,11 +493,10 @@ impl<B: Backend> KvCache<B> {
         let slots = (0..self.layout.groups.len())
             .map(|g| self.paging.slots(g, places))
             .collect();
-        let kv = PassKv {
-            layout: &self.layout,
-            paging: &self.paging,
-            slots,
-        };
+        let tables = (0..self.layout.groups.len())
+            .map(|g| self.paging.tables(g))
+            .collect();
+        let kv = PassKv::new(&self.layout, slots, tables);
         Ok((&mut self.storage, kv))
     }
 

@@ -5,7 +5,8 @@
 //!   cache, copies of KV blocks, gated activation, residual add, row selection);
 //!   `plumb-backend-ref` is the f32
 //!   reference implementation.
-//! - `arch/` has one file per architecture: llama (with qwen2 as a variant of it) and gemma3.
+//! - `arch/` has one file per architecture: llama (with qwen2 and qwen3 as variants of it),
+//!   gemma2 and gemma3.
 //! - [`KvCache`] holds several sequences at different positions in blocks of a shared pool
 //!   (paged, as vLLM's), with a prefix cache of whole blocks, forking, and sliding-window
 //!   layers that give back the blocks they no longer see.
@@ -32,11 +33,12 @@ mod model;
 mod observer;
 mod pass;
 mod rope;
+pub mod routing;
 mod weights;
 
 pub use backend::{
-    Activation, Activations, AttentionStep, Backend, GatedFfnWeights, PassInputs, Projection,
-    TokenPos, WeightUse,
+    Activation, Activations, AttentionStep, Backend, GatedFfnWeights, MoeFfnWeights, PassInputs,
+    Projection, TokenPos, WeightUse,
 };
 pub use batch::{argmax, top_k, Batch, Logits, LogitsFor, TopLogits};
 pub use error::{ModelError, Result};
@@ -46,5 +48,5 @@ pub use kv_cache::{
 };
 pub use model::Model;
 pub use observer::{ObservedTensor, Observer, Recorder};
-pub use rope::{Rope, RopeStyle};
+pub use rope::{Rope, RopeStyle, Yarn};
 pub use weights::WeightTensor;

@@ -5,9 +5,13 @@ use std::sync::Arc;
 
 use plumb_gguf::{GgufFile, Metadata};
 
+use crate::arch::gemma2::Gemma2;
 use crate::arch::gemma3::Gemma3;
 use crate::arch::llama::{Llama, LLAMA};
+use crate::arch::phi3::Phi3;
 use crate::arch::qwen2::QWEN2;
+use crate::arch::qwen3::QWEN3;
+use crate::arch::qwen3moe::QWEN3MOE;
 use crate::backend::{Backend, PassInputs};
 use crate::batch::{Batch, Logits, LogitsFor, TopLogits};
 use crate::hparams::{Architecture, HyperParams};
@@ -24,10 +28,12 @@ pub struct Model<B: Backend> {
     decoder: Decoder<B>,
 }
 
-/// The forward passes plumb has; qwen2 runs on the Llama decoder.
+/// The forward passes plumb has; qwen2, qwen3 and qwen3moe run on the Llama decoder.
 enum Decoder<B: Backend> {
     Llama(Llama<B>),
+    Gemma2(Gemma2<B>),
     Gemma3(Gemma3<B>),
+    Phi3(Phi3<B>),
 }
 
 impl<B: Backend> Model<B> {
@@ -47,6 +53,12 @@ impl<B: Backend> Model<B> {
         let decoder = match hparams.architecture {
             Architecture::Llama => Decoder::Llama(Llama::load(&mut loader, &hparams, &LLAMA)?),
             Architecture::Qwen2 => Decoder::Llama(Llama::load(&mut loader, &hparams, &QWEN2)?),
+            Architecture::Qwen3 => Decoder::Llama(Llama::load(&mut loader, &hparams, &QWEN3)?),
+            Architecture::Qwen3Moe => {
+                Decoder::Llama(Llama::load(&mut loader, &hparams, &QWEN3MOE)?)
+            }
+            Architecture::Gemma2 => Decoder::Gemma2(Gemma2::load(&mut loader, &hparams)?),
+            Architecture::Phi3 => Decoder::Phi3(Phi3::load(&mut loader, &hparams)?),
             Architecture::Gemma3 => Decoder::Gemma3(Gemma3::load(&mut loader, &hparams)?),
         };
         let unused = loader.unused();
@@ -108,7 +120,8 @@ impl<B: Backend> Model<B> {
         let layers = (0..hp.n_layer)
             .map(|il| {
                 let window = match &self.decoder {
-                    Decoder::Llama(_) => None,
+                    Decoder::Llama(_) | Decoder::Phi3(_) => None,
+                    Decoder::Gemma2(g) => g.layer_window(il),
                     Decoder::Gemma3(g) => g.layer_window(il),
                 };
                 LayerKv::new(hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, window)
@@ -228,6 +241,7 @@ impl<B: Backend> Model<B> {
             )));
         }
         let output_rows = batch.output_rows();
+        let n_ctx = cache.layout().n_ctx;
         cache.run_pass(
             &self.backend,
             batch.tokens(),
@@ -237,10 +251,12 @@ impl<B: Backend> Model<B> {
                 let state = self.backend.begin_pass(&inputs)?;
                 // The observer's own lifetime is shortened to the pass's.
                 let observer = observer.map(|o| &mut *o as &mut dyn Observer);
-                let mut pass = Pass::new(&self.backend, &state, storage, observer);
+                let mut pass = Pass::new(&self.backend, &state, storage, n_ctx, observer);
                 let logits = match &self.decoder {
                     Decoder::Llama(d) => d.forward(&mut pass),
+                    Decoder::Gemma2(d) => d.forward(&mut pass),
                     Decoder::Gemma3(d) => d.forward(&mut pass),
+                    Decoder::Phi3(d) => d.forward(&mut pass),
                 }?;
                 output(&logits)
             },

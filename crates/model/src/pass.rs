@@ -11,6 +11,9 @@ pub(crate) struct Pass<'a, 'p, B: Backend> {
     /// take.
     pub state: &'a B::Pass<'p>,
     pub kv: &'a mut B::KvStorage,
+    /// The positions each sequence of the cache may hold (llama.cpp's `n_ctx_seq`), by which
+    /// phi3 picks its RoPE factors.
+    pub n_ctx: usize,
     observer: Option<&'a mut dyn Observer>,
 }
 
@@ -19,12 +22,14 @@ impl<'a, 'p, B: Backend> Pass<'a, 'p, B> {
         backend: &'a B,
         state: &'a B::Pass<'p>,
         kv: &'a mut B::KvStorage,
+        n_ctx: usize,
         observer: Option<&'a mut dyn Observer>,
     ) -> Self {
         Pass {
             backend,
             state,
             kv,
+            n_ctx,
             observer,
         }
     }

@@ -101,6 +101,59 @@ impl<'a, B: Backend> WeightLoader<'a, B> {
         self.take(info.clone(), shape, WeightUse::Embedding)
     }
 
+    /// A required matrix of `n_in`-wide rows whose consecutive runs of rows are separate
+    /// projections fused into one tensor (phi3's `attn_qkv`, `ffn_up`): one weight per part,
+    /// `parts[i]` rows each, each a view of its rows of the file.
+    pub fn split_rows<const N: usize>(
+        &mut self,
+        name: &str,
+        n_in: usize,
+        parts: [usize; N],
+    ) -> Result<[B::Weight; N]> {
+        let weights = self.split(name, &[n_in, parts.iter().sum()], &parts)?;
+        // One weight per part, so exactly N.
+        Ok(weights
+            .try_into()
+            .unwrap_or_else(|_| unreachable!("one weight per part")))
+    }
+
+    /// A required stack of `n_expert` matrices of GGUF shape `[n_in, n_out]` (a mixture of
+    /// experts' `ffn_*_exps`, shape `[n_in, n_out, n_expert]`): one weight per expert, each a
+    /// view of its rows of the file.
+    pub fn experts(
+        &mut self,
+        name: &str,
+        n_in: usize,
+        n_out: usize,
+        n_expert: usize,
+    ) -> Result<Vec<B::Weight>> {
+        self.split(name, &[n_in, n_out, n_expert], &vec![n_out; n_expert])
+    }
+
+    /// Tensor `name` of `shape`, its rows cut into consecutive runs of `parts[i]` rows.
+    fn split(&mut self, name: &str, shape: &[usize], parts: &[usize]) -> Result<Vec<B::Weight>> {
+        let info = self.file.require_tensor(name)?.clone();
+        check_shape(&info, shape)?;
+        self.used.insert(info.name.clone());
+        let row_bytes = info.row_bytes();
+        let mut first = 0;
+        parts
+            .iter()
+            .map(|&rows| {
+                let part = TensorInfo {
+                    name: format!("{name}[rows {first}..{}]", first + rows),
+                    shape: vec![info.row_len(), rows as u64],
+                    ggml_type: info.ggml_type,
+                    offset: info.offset + first as u64 * row_bytes,
+                    size: rows as u64 * row_bytes,
+                };
+                first += rows;
+                let tensor = WeightTensor::new(Arc::clone(self.file), part);
+                self.backend.load_weight(tensor, WeightUse::Matrix)
+            })
+            .collect()
+    }
+
     /// A tensor that some files of the architecture have and others do not.
     pub fn optional(&mut self, name: &str, shape: &[usize]) -> Result<Option<B::Weight>> {
         match self.file.tensor_info(name) {

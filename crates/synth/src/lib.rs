@@ -10,7 +10,10 @@
 //!   made-up SentencePiece vocabulary with llama's special and byte tokens.
 //! - [`write_model`]: seeded weights made and quantized by plumb's reference quantizers on
 //!   all threads, streamed to disk tensor by tensor.
+//! - [`write_arch_model`]: tiny F32 models of each architecture plumb runs ([`ARCH_MODELS`]),
+//!   with a real model's tokenizer, to check plumb against llama.cpp.
 
+mod arch_models;
 mod error;
 mod file_type;
 mod metadata;
@@ -21,6 +24,9 @@ mod vocab;
 mod weights;
 mod write;
 
+pub use arch_models::{
+    write_arch_model, ArchModel, Experts, Options as ArchOptions, RopeScaling, ARCH_MODELS,
+};
 pub use error::SynthError;
 pub use file_type::FileType;
 pub use metadata::metadata;

@@ -38,13 +38,19 @@ fn fill_row(seed: u64, name_hash: u64, row: u64, role: Role, values: &mut [f32])
         values.fill(1.0);
         return;
     }
+    normal_row(seed, name_hash, row, MATRIX_STD, values);
+}
+
+/// Fills row `row` of the tensor whose name hashes to `name_hash` with near-normal values of
+/// mean 0 and standard deviation `std`, from a generator of its own.
+pub(crate) fn normal_row(seed: u64, name_hash: u64, row: u64, std: f32, values: &mut [f32]) {
     let mut state = seed;
     state = splitmix64(&mut state) ^ name_hash;
     state = splitmix64(&mut state) ^ row;
     state = splitmix64(&mut state);
     // Irwin–Hall: the sum of four uniforms, one from each 16-bit quarter of a draw, is close
     // to normal with variance 4/12, at the cost of one draw per value.
-    let scale = MATRIX_STD / (4.0f32 / 12.0).sqrt();
+    let scale = std / (4.0f32 / 12.0).sqrt();
     for v in values {
         let r = splitmix64(&mut state);
         let sum: u32 = (0..4).map(|k| ((r >> (16 * k)) & 0xFFFF) as u32).sum();
@@ -62,7 +68,7 @@ fn splitmix64(state: &mut u64) -> u64 {
 }
 
 /// 64-bit FNV-1a, to turn a tensor's name into part of its seed.
-fn fnv1a(bytes: &[u8]) -> u64 {
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xCBF2_9CE4_8422_2325, |h, &b| {
         (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01B3)
     })

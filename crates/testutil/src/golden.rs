@@ -12,6 +12,7 @@ use std::fmt;
 use std::path::Path;
 
 use plumb_gguf::{GgmlType, GgufFile};
+use plumb_model::{Backend, KvConfig, LogitsFor, Model};
 
 /// The models with golden data.
 pub const MODELS: [&str; 3] = ["smollm2-135m", "qwen2.5-coder-0.5b", "gemma3-270m"];
@@ -29,6 +30,8 @@ pub const MAX_MEAN_KL: f64 = 0.01;
 
 /// One model's `logits.gguf`.
 pub struct GoldenLogits {
+    /// The sha256 of the model file llama.cpp ran.
+    pub model_sha256: String,
     pub n_vocab: usize,
     pub prompts: Vec<GoldenPrompt>,
 }
@@ -59,6 +62,7 @@ impl GoldenLogits {
         let err = |e: plumb_gguf::GgufError| format!("{}: {e}", path.display());
         let top_k = md.get_usize("golden.top_k").map_err(err)?;
         let n_vocab = md.get_usize("golden.n_vocab").map_err(err)?;
+        let model_sha256 = md.get_str("golden.model_sha256").map_err(err)?.to_owned();
         let names = md.get_str_array("golden.prompts").map_err(err)?;
         let prompts = names
             .iter()
@@ -88,7 +92,11 @@ impl GoldenLogits {
                 ));
             }
         }
-        Ok(GoldenLogits { n_vocab, prompts })
+        Ok(GoldenLogits {
+            model_sha256,
+            n_vocab,
+            prompts,
+        })
     }
 
     pub fn prompt(&self, name: &str) -> Option<&GoldenPrompt> {
@@ -327,6 +335,78 @@ pub fn check_every_prompt(
         }
     }
     assert!(failures.is_empty(), "{name}: {}", failures.join("\n"));
+}
+
+/// Tokens per forward pass of [`check_model`]; bounds the logits held at once (gemma3: 128 ×
+/// 262144 floats).
+const CHUNK: usize = 128;
+
+/// Holds `backend` to llama.cpp's golden logits of the model `name` on every golden prompt
+/// ([`check_every_prompt`], top-1 choices firm from `firm_margin` on), each prompt run
+/// teacher-forced in passes of up to [`CHUNK`] tokens. Every backend's golden tests call it.
+/// Skips loudly when the model is missing; its golden data is part of the repository.
+pub fn check_model<B: Backend>(name: &str, backend: B, firm_margin: f32) {
+    check_model_where(name, backend, firm_margin, |_| {});
+}
+
+/// [`check_model`] on the golden prompts named in `prompts` alone: for a backend too slow
+/// to run the long ones in every test run. Panics, naming it, on a prompt the golden data
+/// does not have.
+pub fn check_model_prompts<B: Backend>(name: &str, backend: B, firm_margin: f32, prompts: &[&str]) {
+    check_model_where(name, backend, firm_margin, |golden| {
+        for wanted in prompts {
+            assert!(
+                golden.prompt(wanted).is_some(),
+                "golden/{name}/logits.gguf has no prompt {wanted:?}"
+            );
+        }
+        golden
+            .prompts
+            .retain(|p| prompts.contains(&p.name.as_str()));
+    });
+}
+
+/// [`check_model`] on the golden data as `select` leaves it.
+fn check_model_where<B: Backend>(
+    name: &str,
+    backend: B,
+    firm_margin: f32,
+    select: impl FnOnce(&mut GoldenLogits),
+) {
+    let test = format!("golden {name} ({})", backend.name());
+    let Some(model_path) = crate::model(&test, name) else {
+        return;
+    };
+    let mut golden =
+        GoldenLogits::open(&crate::testdata(&format!("golden/{name}/logits.gguf"))).unwrap();
+    select(&mut golden);
+    let label = format!("{name} ({})", backend.name());
+    let model = Model::load(&model_path, backend).unwrap();
+    check_loaded(&label, &model, &golden, firm_margin);
+}
+
+/// The context of llama.cpp's golden runs (tools/reference/llama_session.py): phi3 picks its
+/// RoPE factors by the context a sequence may hold, so the cache holds at least as much.
+const GOLDEN_N_CTX: usize = 1024;
+
+/// Holds a loaded model to golden logits ([`check_every_prompt`], top-1 choices firm from
+/// `firm_margin` on); `label` names it in the table and in failures. The synthetic
+/// architecture models' tests call it directly.
+pub fn check_loaded<B: Backend>(
+    label: &str,
+    model: &Model<B>,
+    golden: &GoldenLogits,
+    firm_margin: f32,
+) {
+    assert_eq!(model.hparams().n_vocab, golden.n_vocab);
+    check_every_prompt(label, golden, firm_margin, |prompt| {
+        let n_ctx = teacher_forced_len(prompt).max(GOLDEN_N_CTX);
+        let mut cache = model.new_kv_cache(KvConfig::new(n_ctx, 1, CHUNK)).unwrap();
+        score_teacher_forced(prompt, CHUNK, |tokens| {
+            let logits = model.eval(&mut cache, 0, tokens, LogitsFor::All).unwrap();
+            logits.rows().map(<[f32]>::to_vec).collect()
+        })
+    });
 }
 
 /// The total length `score_teacher_forced` feeds for `prompt`: the context a run needs.

@@ -7,6 +7,7 @@
 //! harness's capture, so that a skip is never silent in CI output.
 
 pub mod golden;
+pub mod synthetic;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

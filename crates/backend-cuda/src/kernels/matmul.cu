@@ -298,17 +298,14 @@ struct Q8_0 {
 
 // ------------------------------------------------------------------------------------ k-quants
 
-// Scale and min of sub-block j of Q4_K/Q5_K from the 12 packed bytes in words s0, s1, s2.
+// Scale and min of sub-block j of Q4_K/Q5_K from the 12 packed bytes in words s0, s1, s2. No
+// branch: j differs between the lanes of a warp, which would take both sides one after the other.
 __device__ __forceinline__ void scale_min_k4(int j, u32 s0, u32 s1, u32 s2, u32& sc, u32& mn) {
-    if (j < 4) {
-        sc = (s0 >> (8 * j)) & 63;
-        mn = (s1 >> (8 * j)) & 63;
-    } else {
-        const int i = j - 4;
-        const u32 lo = (s2 >> (8 * i)) & 0xFF;
-        sc = (lo & 0xF) | (((s0 >> (8 * i + 6)) & 3) << 4);
-        mn = (lo >> 4) | (((s1 >> (8 * i + 6)) & 3) << 4);
-    }
+    const int shift = 8 * (j & 3);
+    const u32 b0 = (s0 >> shift) & 0xFF, b1 = (s1 >> shift) & 0xFF, b2 = (s2 >> shift) & 0xFF;
+    const bool high = j >= 4;
+    sc = high ? (b2 & 0xF) | ((b0 >> 6) << 4) : b0 & 63;
+    mn = high ? (b2 >> 4) | ((b1 >> 6) << 4) : b1 & 63;
 }
 
 // 8 chunks of 32 per block: chunk c holds qs[16c .. 16c + 16), that is pair p = c / 2 at

@@ -139,7 +139,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let peak_rss = peak_rss_bytes();
     let backend_label = match (choice, args.cache_type) {
-        (BackendChoice::Cpu, ty) => format!("cpu ({})", ty.unwrap_or(KvCacheType::F16).name()),
+        (BackendChoice::Cpu, ty) => format!(
+            "cpu ({}, {})",
+            ty.unwrap_or(KvCacheType::F16).name(),
+            plumb_ggml::Isa::detect().name()
+        ),
         (choice, _) => choice.name().to_owned(),
     };
 

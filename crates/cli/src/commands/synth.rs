@@ -5,8 +5,11 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
+use plumb_gguf::GgufFile;
 use plumb_hub::Progress;
-use plumb_synth::{plan, write_model, FileType, Options, Shape, SynthError};
+use plumb_synth::{
+    plan, write_arch_model, write_model, ArchModel, FileType, Options, Shape, SynthError,
+};
 
 #[derive(clap::Args)]
 #[command(after_help = "\
@@ -18,14 +21,29 @@ The tokenizer is a made-up SentencePiece vocabulary of the model's size with lla
 <s>, </s> and byte tokens, for llama3-8b too (whose real tokenizer is BPE): the text is \
 meaningless, the speed is real. Sizes (q4_k_m / f16): tinyllama-1.1b 0.67 / 2.2 GB, \
 llama2-7b 4.1 / 13.5 GB, llama3-8b 4.9 / 16.1 GB; the file is streamed to disk, never held \
-in memory. `--shape tiny` is a 1 MB model for tests (4 layers, width 256, 512 tokens).")]
+in memory. `--shape tiny` is a 1 MB model for tests (4 layers, width 256, 512 tokens).
+
+`--arch NAME --tokenizer-from MODEL.gguf` writes instead a tiny F32 model of one of the \
+architectures plumb runs (llama3: rope_freqs; mistral; qwen3; qwen3-yarn; gemma2; phi3; mixtral; qwen3moe), with the \
+tokenizer \
+of MODEL.gguf, for checking plumb against llama.cpp (testdata/golden/synth-NAME); with \
+--type q8_0, q4_0 or f16 its matrices have that type instead of F32.")]
 pub struct Args {
     /// The model to imitate: tinyllama-1.1b, llama2-7b, llama3-8b (or tiny, for tests)
-    #[arg(long, value_parser = parse_shape)]
-    shape: Shape,
+    #[arg(long, value_parser = parse_shape, required_unless_present = "arch")]
+    shape: Option<Shape>,
     /// Tensor types, as llama-quantize names them: q4_k_m, q4_0, q8_0 or f16
-    #[arg(long = "type", value_name = "TYPE", value_parser = parse_file_type)]
-    file_type: FileType,
+    #[arg(long = "type", value_name = "TYPE", value_parser = parse_file_type,
+          required_unless_present = "arch")]
+    file_type: Option<FileType>,
+    /// A tiny model of this architecture instead: llama3, mistral, qwen3, qwen3-yarn, gemma2, phi3, mixtral,
+    /// qwen3moe
+    #[arg(long, value_parser = parse_arch_model, conflicts_with_all = ["shape", "layers"],
+          requires = "tokenizer_from")]
+    arch: Option<ArchModel>,
+    /// With --arch: the GGUF model whose tokenizer the tiny model gets
+    #[arg(long, value_name = "MODEL", requires = "arch")]
+    tokenizer_from: Option<PathBuf>,
     /// The GGUF file to write (replaced if it exists)
     #[arg(short, long, value_name = "FILE")]
     output: PathBuf,
@@ -48,10 +66,31 @@ fn parse_file_type(name: &str) -> Result<FileType, SynthError> {
     FileType::named(name)
 }
 
+fn parse_arch_model(name: &str) -> Result<ArchModel, SynthError> {
+    ArchModel::named(name)
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if let (Some(model), Some(tokenizer)) = (&args.arch, &args.tokenizer_from) {
+        let source = GgufFile::open(tokenizer)
+            .with_context(|| format!("reading the tokenizer of {}", tokenizer.display()))?;
+        write_arch_model(
+            model,
+            source.metadata(),
+            &args.output,
+            args.seed,
+            args.file_type,
+        )
+        .with_context(|| format!("writing {}", args.output.display()))?;
+        println!("{}", args.output.display());
+        return Ok(());
+    }
+    let (Some(shape), Some(file_type)) = (args.shape, args.file_type) else {
+        bail!("give --shape and --type, or --arch and --tokenizer-from");
+    };
     let shape = match args.layers {
-        Some(n) => args.shape.with_layers(n).context("--layers")?,
-        None => args.shape,
+        Some(n) => shape.with_layers(n).context("--layers")?,
+        None => shape,
     };
     let threads = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
@@ -61,20 +100,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let options = Options {
         shape,
-        file_type: args.file_type,
+        file_type,
         seed: args.seed,
         threads,
     };
-    let bytes: u64 = plan(&shape, args.file_type)
-        .iter()
-        .map(|t| t.data_bytes())
-        .sum();
+    let bytes: u64 = plan(&shape, file_type).iter().map(|t| t.data_bytes()).sum();
 
     let progress = Progress::stderr();
     let what = format!(
         "{} {}, {} layers, seed {}, {threads} threads",
         shape.name,
-        args.file_type.name(),
+        file_type.name(),
         shape.n_layer,
         args.seed
     );

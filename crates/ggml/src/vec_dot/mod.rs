@@ -47,6 +47,7 @@ pub struct DotKernel {
     isa: Isa,
     fns: KernelFns,
     gemm: Option<GemmFns>,
+    kept_gemm: Option<GemmFns>,
 }
 
 impl std::fmt::Debug for DotKernel {
@@ -84,7 +85,10 @@ impl DotKernel {
             weight_type,
             isa,
             fns,
-            gemm: blocks32::gemm(weight_type, isa).or_else(|| superblocks::gemm(weight_type, isa)),
+            gemm: blocks32::gemm(weight_type, isa, false)
+                .or_else(|| superblocks::gemm(weight_type, isa)),
+            kept_gemm: blocks32::gemm(weight_type, isa, true)
+                .or_else(|| superblocks::gemm(weight_type, isa)),
         })
     }
 
@@ -100,6 +104,15 @@ impl DotKernel {
     /// for this type. It reads the activations this kernel quantizes.
     pub fn gemm(&self) -> Option<GemmKernel> {
         self.gemm.map(|fns| GemmKernel::new(self.weight_type, fns))
+    }
+
+    /// The matrix-matrix kernel for panels packed once and kept (a server's weights, walked
+    /// against a few tokens at every decode step): its panels are no larger than the quantized
+    /// rows where the type allows (Q5_0), at the cost of unpacking them in registers on every
+    /// walk, which [`DotKernel::gemm`]'s panels, packed for one product, need not pay.
+    pub fn kept_gemm(&self) -> Option<GemmKernel> {
+        self.kept_gemm
+            .map(|fns| GemmKernel::new(self.weight_type, fns))
     }
 
     /// The format activations are quantized to (ggml's `vec_dot_type`).

@@ -107,10 +107,12 @@ impl<B: Backend> Gemma3<B> {
         let local = AttentionConfig {
             rope: &self.local_rope,
             scale: self.attention_scale,
+            softcap: None,
         };
         let global = AttentionConfig {
             rope: &self.global_rope,
             scale: self.attention_scale,
+            softcap: None,
         };
         let x = b.embed(&self.token_embd, pass.state)?;
         let mut x = b.scale(x, self.embd_scale)?;

@@ -10,4 +10,6 @@ pub(crate) const QWEN2: Variant = Variant {
     qkv_bias: Bias::Required,
     ffn_bias: Bias::No,
     rope_freq_factors: false,
+    requires_experts: false,
+    qk_norm: false,
 };

@@ -11,6 +11,8 @@ pub(crate) struct AttentionConfig<'r> {
     pub rope: &'r Rope,
     /// The factor on `q·k` before the softmax, usually `1/√head_dim`.
     pub scale: f32,
+    /// Soft-capping of the scaled scores (gemma2), else `None`.
+    pub softcap: Option<f32>,
 }
 
 /// Multi-head self-attention with grouped KV heads: project, optionally normalize Q and K per
@@ -20,7 +22,7 @@ pub(crate) struct SelfAttention<B: Backend> {
     k: Linear<B>,
     v: Linear<B>,
     output: Linear<B>,
-    /// Per-head RMSNorm of queries and keys (gemma3).
+    /// Per-head RMSNorm of queries and keys (qwen3, gemma3).
     qk_norm: Option<(B::Weight, B::Weight)>,
     n_head: usize,
     head_dim_k: usize,
@@ -40,7 +42,6 @@ impl<B: Backend> SelfAttention<B> {
         let q_width = hp.n_head * hp.head_dim_k;
         let k_width = hp.n_head_kv * hp.head_dim_k;
         let v_width = hp.n_head_kv * hp.head_dim_v;
-        let out_in = hp.n_head * hp.head_dim_v;
         let qk_norm = if qk_norm {
             Some((
                 loader.tensor(&format!("{blk}.attn_q_norm.weight"), &[hp.head_dim_k])?,
@@ -49,36 +50,53 @@ impl<B: Backend> SelfAttention<B> {
         } else {
             None
         };
+        let q = Linear::load(
+            loader,
+            &format!("{blk}.attn_q"),
+            hp.n_embd,
+            q_width,
+            qkv_bias,
+        )?;
+        let k = Linear::load(
+            loader,
+            &format!("{blk}.attn_k"),
+            hp.n_embd,
+            k_width,
+            qkv_bias,
+        )?;
+        let v = Linear::load(
+            loader,
+            &format!("{blk}.attn_v"),
+            hp.n_embd,
+            v_width,
+            qkv_bias,
+        )?;
+        let mut attention = Self::with_projections(loader, il, hp, [q, k, v])?;
+        attention.qk_norm = qk_norm;
+        Ok(attention)
+    }
+
+    /// Attention whose Q, K and V projections are already loaded (phi3 splits them from one
+    /// fused tensor), with the layer's `attn_output` and no Q/K norms.
+    pub fn with_projections(
+        loader: &mut WeightLoader<'_, B>,
+        il: usize,
+        hp: &HyperParams,
+        [q, k, v]: [Linear<B>; 3],
+    ) -> Result<Self> {
+        let out_in = hp.n_head * hp.head_dim_v;
         Ok(SelfAttention {
-            q: Linear::load(
-                loader,
-                &format!("{blk}.attn_q"),
-                hp.n_embd,
-                q_width,
-                qkv_bias,
-            )?,
-            k: Linear::load(
-                loader,
-                &format!("{blk}.attn_k"),
-                hp.n_embd,
-                k_width,
-                qkv_bias,
-            )?,
-            v: Linear::load(
-                loader,
-                &format!("{blk}.attn_v"),
-                hp.n_embd,
-                v_width,
-                qkv_bias,
-            )?,
+            q,
+            k,
+            v,
             output: Linear::load(
                 loader,
-                &format!("{blk}.attn_output"),
+                &format!("blk.{il}.attn_output"),
                 out_in,
                 hp.n_embd,
                 Bias::Optional,
             )?,
-            qk_norm,
+            qk_norm: None,
             n_head: hp.n_head,
             head_dim_k: hp.head_dim_k,
             head_dim_v: hp.head_dim_v,
@@ -128,6 +146,7 @@ impl<B: Backend> SelfAttention<B> {
             layer: il,
             n_head: self.n_head,
             scale: config.scale,
+            softcap: config.softcap,
         };
         let attended = b.attention(&q, pass.kv, &step, pass.state)?;
         pass.observe(&attended, "kqv_out", Some(il))?;

@@ -29,6 +29,22 @@ impl<B: Backend> GatedFfn<B> {
         })
     }
 
+    /// A network whose projections are already loaded (phi3 splits gate and up from one
+    /// fused tensor).
+    pub fn from_parts(
+        gate: Linear<B>,
+        up: Linear<B>,
+        down: Linear<B>,
+        activation: Activation,
+    ) -> Self {
+        GatedFfn {
+            gate,
+            up,
+            down,
+            activation,
+        }
+    }
+
     pub fn forward(&self, backend: &B, x: &B::Tensor) -> Result<B::Tensor> {
         let weights = GatedFfnWeights {
             gate: self.gate.projection(),

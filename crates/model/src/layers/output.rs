@@ -6,10 +6,11 @@ use crate::weights::WeightLoader;
 use crate::Result;
 
 /// The final RMSNorm and the projection to vocabulary logits (`output.weight`, or the token
-/// embedding table when the model ties them).
+/// embedding table when the model ties them), soft-capped where the model says so (gemma2).
 pub(crate) struct OutputHead<B: Backend> {
     norm: B::Weight,
     output: Linear<B>,
+    softcap: Option<f32>,
     rms_eps: f32,
 }
 
@@ -24,6 +25,7 @@ impl<B: Backend> OutputHead<B> {
         Ok(OutputHead {
             norm,
             output,
+            softcap: hp.final_softcap,
             rms_eps: hp.rms_eps,
         })
     }
@@ -34,7 +36,10 @@ impl<B: Backend> OutputHead<B> {
         let x = b.output_rows(x, pass.state)?;
         let x = b.rms_norm(&x, &self.norm, self.rms_eps)?;
         pass.observe(&x, "result_norm", None)?;
-        let logits = self.output.forward(b, &x)?;
+        let mut logits = self.output.forward(b, &x)?;
+        if let Some(cap) = self.softcap {
+            logits = b.softcap(logits, cap)?;
+        }
         pass.observe(&logits, "result_output", None)?;
         Ok(logits)
     }

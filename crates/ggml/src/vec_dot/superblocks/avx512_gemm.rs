@@ -31,7 +31,7 @@ use super::layout::{q4_k, q6_k, Q4_K_BYTES, Q5_K_BYTES, Q6_K_BYTES};
 use super::q8_k::{self, Q8_K_BYTES};
 use super::x86::{f16_at, k4_scales_mins_vec};
 use crate::vec_dot::gemm::GemmFns;
-use crate::vec_dot::panel_walk::{self, bytes8, PanelBlocks, CHUNK, ROWS};
+use crate::vec_dot::panel_walk::{self, bytes8, store_lane_pairs, PanelBlocks, CHUNK, ROWS};
 use crate::GgmlType;
 
 /// Bytes of a panel super-block's values: 256 elements of 8 rows.
@@ -219,8 +219,14 @@ impl<const FIVE_BITS: bool> PanelFormat for K4<FIVE_BITS> {
 }
 
 impl<const FIVE_BITS: bool> PanelBlocks for K4<FIVE_BITS> {
+    const ROWS: usize = ROWS;
     const PANEL_BYTES: usize = q4_k_panel::BYTES;
     const ACT_BYTES: usize = q4_k_act::BYTES;
+
+    #[inline(always)]
+    unsafe fn store(sums: __m512, out: &mut [f32]) {
+        store_lane_pairs(sums, out)
+    }
 
     #[inline(always)]
     unsafe fn block<const N: usize>(
@@ -329,8 +335,14 @@ impl PanelFormat for Q6K {
 }
 
 impl PanelBlocks for Q6K {
+    const ROWS: usize = ROWS;
     const PANEL_BYTES: usize = q6_k_panel::BYTES;
     const ACT_BYTES: usize = q6_k_act::BYTES;
+
+    #[inline(always)]
+    unsafe fn store(sums: __m512, out: &mut [f32]) {
+        store_lane_pairs(sums, out)
+    }
 
     #[inline(always)]
     unsafe fn block<const N: usize>(

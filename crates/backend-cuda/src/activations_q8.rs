@@ -1,0 +1,104 @@
+//! Activation rows quantized to 8 bits on the device, for the dp4a matrix-vector kernels
+//! (`kernels/matvec_q8.cu`): blocks of 32 int8 values with a scale and a sum each, and each
+//! row's outliers split off first, as the cpu backend does (`crates/backend-cpu/src/outliers.rs`),
+//! so that a value in the thousands does not round its neighbours to zero.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use plumb_model::Result;
+
+use crate::error::{error, failed};
+
+/// A value is an outlier when its magnitude exceeds this multiple of its row's mean magnitude:
+/// the cpu backend's `OUTLIER_FACTOR`, so that both backends split the same values off.
+const OUTLIER_FACTOR: f32 = 128.0;
+
+/// Threads per block of `quantize_q8`, and the values each block quantizes
+/// (`QUANTIZE_THREADS`, `QUANTIZE_VALUES` in matvec_q8.cu).
+const THREADS: u32 = 256;
+const VALUES_PER_BLOCK: usize = 256;
+
+/// The quantized rows of one activation tensor, in buffers reused from product to product on
+/// one stream.
+pub(crate) struct QuantizedRows {
+    stream: Arc<CudaStream>,
+    /// n × k int8 values.
+    pub qs: CudaSlice<i8>,
+    /// Per block of 32 values: its scale and the sum of the values it stands for (f32 pairs).
+    pub ds: CudaSlice<f32>,
+    /// Per row: the count, then (column, value bits) pairs, `1 + 2 · cap` words.
+    pub outliers: CudaSlice<u32>,
+    /// The most outliers a row can have.
+    pub cap: i32,
+}
+
+impl QuantizedRows {
+    /// The most outliers a row of k values can have: each exceeds `OUTLIER_FACTOR` times the
+    /// mean magnitude, so together they exceed `count · OUTLIER_FACTOR / k` times the row's
+    /// magnitude sum, which they are part of.
+    fn cap(k: usize) -> usize {
+        k / OUTLIER_FACTOR as usize + 1
+    }
+
+    /// Quantizes the n rows of k values of x (k a multiple of 32) into `slot`'s buffers,
+    /// allocating them where they are missing, too small, or belong to another stream.
+    pub fn quantize<'a>(
+        slot: &'a mut Option<QuantizedRows>,
+        quantize_q8: &CudaFunction,
+        stream: &Arc<CudaStream>,
+        x: &CudaSlice<f32>,
+        n: usize,
+        k: usize,
+    ) -> Result<&'a QuantizedRows> {
+        const OP: &str = "matmul";
+        if !k.is_multiple_of(32) || k > i32::MAX as usize || x.len() < n * k {
+            return Err(error(
+                OP,
+                format!("cannot quantize {n} rows of {k} activations (k must be a multiple of 32)"),
+            ));
+        }
+        let cap = Self::cap(k);
+        let (qs_len, ds_len, outliers_len) = (n * k, 2 * n * (k / 32), n * (1 + 2 * cap));
+        let fits = slot.as_ref().is_some_and(|q| {
+            Arc::ptr_eq(&q.stream, stream)
+                && q.qs.len() >= qs_len
+                && q.ds.len() >= ds_len
+                && q.outliers.len() >= outliers_len
+        });
+        if !fits {
+            *slot = None;
+            *slot = Some(QuantizedRows {
+                stream: Arc::clone(stream),
+                // SAFETY: quantize_q8 writes every element that the products read.
+                qs: unsafe { stream.alloc::<i8>(qs_len) }.map_err(failed(OP))?,
+                // SAFETY: as above.
+                ds: unsafe { stream.alloc::<f32>(ds_len) }.map_err(failed(OP))?,
+                // SAFETY: as above.
+                outliers: unsafe { stream.alloc::<u32>(outliers_len) }.map_err(failed(OP))?,
+                cap: cap as i32,
+            });
+        }
+        let q = slot.as_mut().expect("allocated above");
+        q.cap = cap as i32;
+        let (ki, factor) = (k as i32, OUTLIER_FACTOR);
+        let mut launch = stream.launch_builder(quantize_q8);
+        launch
+            .arg(x)
+            .arg(&ki)
+            .arg(&factor)
+            .arg(&mut q.qs)
+            .arg(&mut q.ds)
+            .arg(&mut q.outliers)
+            .arg(&q.cap);
+        let config = LaunchConfig {
+            grid_dim: (k.div_ceil(VALUES_PER_BLOCK) as u32, n as u32, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: matches `quantize_q8`; x holds n × k values, qs n × k, ds n × k / 32 pairs,
+        // outliers n × (1 + 2 cap) words.
+        unsafe { launch.launch(config) }.map_err(failed(OP))?;
+        Ok(q)
+    }
+}

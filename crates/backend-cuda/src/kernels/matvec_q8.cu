@@ -1,0 +1,468 @@
+// (After blocks.cuh and matmul.cu, whose weight loads it shares.) Matrix-vector products with
+// 8-bit activations: y[n × m] = x[n × k] · Wᵀ for n ≤ 8, as llama.cpp's mmvq.
+//
+// quantize_q8 turns each activation row into blocks of 32 int8 values with a scale d and the
+// sum of the values the block stands for, d Σ q (q = round(x / d), d = max |x| / 127). The products
+// then take four weight-activation pairs per dp4a instruction instead of a float conversion
+// and an FMA per weight: the f32 kernels of matmul.cu issue about as many instructions per
+// weight byte as DRAM delivers bytes, so they cannot reach its bandwidth.
+//
+// Outliers, as in the cpu backend (crates/backend-cpu/src/outliers.rs): a value whose magnitude
+// exceeds `factor` times its row's mean magnitude would make its block's step so coarse that
+// every other value in the block rounds to zero. Such values are zeroed before quantizing and
+// listed per row ([count, column, value bits, column, value bits, ...]); the products add
+// W[row][column] · value for each in f32, from the weight dequantized as dequant.cu does. With
+// factor × mean over the threshold, a row of k values has fewer than k / factor of them.
+//
+// The chunking of a row among lanes and the R rows per warp are those of matmul.cu's kernel;
+// each type's struct derives from matmul.cu's for its loads.
+
+__device__ __forceinline__ int dp4a(int a, int b, int c) {
+    int d;
+    asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
+__device__ __forceinline__ int4 ldq16(const signed char* p) { return __ldg((const int4*)p); }
+__device__ __forceinline__ int2 ldq8(const signed char* p) { return __ldg((const int2*)p); }
+
+// Bytes 0..63 of v, each minus 32, as signed bytes: with bit 7 set no byte borrows from the next.
+__device__ __forceinline__ int minus32(u32 v) {
+    return (int)(((v | 0x80808080u) - 0x20202020u) ^ 0x80808080u);
+}
+
+#define LO4 0x0F0F0F0Fu
+// Chunks each lane loads ahead of their use, unless a type sets its own. ncu of a 7B Q4_K_M decode
+// step: Q4_K 9.6 µs a product with two, 12.0 with one; Q6_K 19.4 with two, 15.1 with one (its
+// 210-byte blocks take 13 loads a chunk); four were slower for all (206.7 against 245.5 tokens/s).
+#define UQ 2
+#define UQ_Q4_0 UQ
+#define UQ_Q4_1 UQ
+#define UQ_Q5_0 UQ
+#define UQ_Q8_0 UQ
+#define UQ_Q4_K UQ
+#define UQ_Q5_K UQ
+#define UQ_Q6_K 1
+
+// ------------------------------------------------------------------------ activation quantizer
+
+#define QUANTIZE_THREADS 256
+#define QUANTIZE_VALUES 256  // values that one block of quantize_q8 quantizes: 32 per warp
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
+    return v;
+}
+
+// Row blockIdx.y of x (k values, k a multiple of 32), values QUANTIZE_VALUES · blockIdx.x on:
+// their int8 values into qs (k per row), the (d, sum) of each block of 32 into ds (k / 32 per
+// row). Block 0 of a row also lists the row's outliers (1 + 2 cap words per row).
+//
+// Every block of a row first sums and maximizes the whole row's magnitudes itself (from L2: a
+// few float4 loads per thread), in the same order, so that all of them find the same threshold
+// without a second launch; one block per row quantized a 4096-value row on one SM in 7.2 µs,
+// and blocks of 1024 values in 3.7 µs.
+extern "C" __global__ void __launch_bounds__(QUANTIZE_THREADS)
+    quantize_q8(const float* __restrict__ x, int k, float factor, signed char* __restrict__ qs,
+                float2* __restrict__ ds, u32* __restrict__ outliers, int cap) {
+    const int row = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    constexpr int WARPS_Q = QUANTIZE_THREADS / 32;
+    const float* xr = x + (long long)row * k;
+    __shared__ float part_sum[WARPS_Q], part_max[WARPS_Q];
+    __shared__ u32 count;
+
+    float sum = 0.0f, peak = 0.0f;
+    for (int i = 4 * threadIdx.x; i < k; i += 4 * QUANTIZE_THREADS) {
+        const float4 v = __ldg((const float4*)(xr + i));
+        sum += (fabsf(v.x) + fabsf(v.y)) + (fabsf(v.z) + fabsf(v.w));
+        peak = fmaxf(peak, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
+    }
+    sum = warp_sum(sum);
+    peak = warp_max(peak);
+    if (lane == 0) {
+        part_sum[warp] = sum;
+        part_max[warp] = peak;
+    }
+    if (threadIdx.x == 0) count = 0;
+    __syncthreads();
+    sum = 0.0f;
+    peak = 0.0f;
+#pragma unroll
+    for (int w = 0; w < WARPS_Q; w++) {
+        sum += part_sum[w];
+        peak = fmaxf(peak, part_max[w]);
+    }
+    const float mean = sum / (float)k;
+    const float threshold = factor * mean;
+    // A row with a NaN or an infinity is wrong already; it is quantized as it is.
+    const bool split = isfinite(mean) && peak > threshold;
+
+    // The rare row with outliers: block 0 lists them all.
+    u32* out = outliers + (long long)row * (1 + 2 * cap);
+    if (split && blockIdx.x == 0) {
+        for (int i = threadIdx.x; i < k; i += QUANTIZE_THREADS) {
+            const float v = xr[i];
+            if (fabsf(v) > threshold) {
+                const u32 slot = atomicAdd(&count, 1u);
+                if (slot < (u32)cap) {
+                    out[1 + 2 * slot] = i;
+                    out[2 + 2 * slot] = __float_as_uint(v);
+                }
+            }
+        }
+        __syncthreads();
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) out[0] = min(count, (u32)cap);
+
+    const int b = QUANTIZE_VALUES / 32 * blockIdx.x + warp;
+    if (b < k / 32) {
+        float v = xr[32 * b + lane];
+        if (split && fabsf(v) > threshold) v = 0.0f;
+        const float amax = warp_max(fabsf(v));
+        const float d = amax / 127.0f;
+        const int q = amax == 0.0f ? 0 : __float2int_rn(v / d);
+        // The sum of the quantized values, not of x: the offsets and mins then multiply the
+        // same x as the quants do, and the product is exactly W · x̃ (x̃ the dequantized row),
+        // whose error Σ w (x̃ − x) has centred weights. With the sum of x it was Σ d q (x̃ − x),
+        // q in 0..15 for Q4_0: 3.7 times the variance (smollm2's Qcur-0 was 1.0e-2 off).
+        const float block_sum = d * warp_sum((float)q);
+        qs[(long long)row * k + 32 * b + lane] = (signed char)q;
+        if (lane == 0) ds[(long long)row * (k / 32) + b] = make_float2(d, block_sum);
+    }
+}
+
+// -------------------------------------------------------------------------------- weight types
+// dot<N, R>(raw, xq, xd, k, c, acc) adds chunk c of R rows times the n activation rows: xq holds
+// k int8 values per row, xd the (d, sum) of each of its blocks of 32.
+
+// One chunk per block. Σ (q − 8)·x̃ = d_x Σ q·q_x − 8 Σ x̃.
+struct Q4_0_Q8 : Q4_0 {
+    using Deq = deq::Q4_0;
+    static constexpr int AHEAD = UQ_Q4_0;
+    template <int N, int R>
+    static __device__ void dot(const Raw (&raw)[R], const signed char* xq, const float2* xd,
+                               int k, int c, float (&acc)[R][N]) {
+#pragma unroll
+        for (int j = 0; j < N; j++) {
+            const int4 xl = ldq16(xq + (size_t)j * k + 32 * c);
+            const int4 xh = ldq16(xq + (size_t)j * k + 32 * c + 16);
+            const float2 s = xd[(size_t)j * (k / 32) + c];
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const u32* q = raw[r].q;
+                int i = dp4a(q[0] & LO4, xl.x, 0);
+                i = dp4a(q[1] & LO4, xl.y, i);
+                i = dp4a(q[2] & LO4, xl.z, i);
+                i = dp4a(q[3] & LO4, xl.w, i);
+                i = dp4a((q[0] >> 4) & LO4, xh.x, i);
+                i = dp4a((q[1] >> 4) & LO4, xh.y, i);
+                i = dp4a((q[2] >> 4) & LO4, xh.z, i);
+                i = dp4a((q[3] >> 4) & LO4, xh.w, i);
+                const float d = h2f((unsigned short)raw[r].d);
+                acc[r][j] = __fmaf_rn(d, __fmaf_rn(s.x, (float)i, -8.0f * s.y), acc[r][j]);
+            }
+        }
+    }
+};
+
+// Σ (d q + m)·x̃ = d d_x Σ q·q_x + m Σ x̃.
+struct Q4_1_Q8 : Q4_1 {
+    using Deq = deq::Q4_1;
+    static constexpr int AHEAD = UQ_Q4_1;
+    template <int N, int R>
+    static __device__ void dot(const Raw (&raw)[R], const signed char* xq, const float2* xd,
+                               int k, int c, float (&acc)[R][N]) {
+#pragma unroll
+        for (int j = 0; j < N; j++) {
+            const int4 xl = ldq16(xq + (size_t)j * k + 32 * c);
+            const int4 xh = ldq16(xq + (size_t)j * k + 32 * c + 16);
+            const float2 s = xd[(size_t)j * (k / 32) + c];
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const u32* q = raw[r].q;
+                int i = dp4a(q[0] & LO4, xl.x, 0);
+                i = dp4a(q[1] & LO4, xl.y, i);
+                i = dp4a(q[2] & LO4, xl.z, i);
+                i = dp4a(q[3] & LO4, xl.w, i);
+                i = dp4a((q[0] >> 4) & LO4, xh.x, i);
+                i = dp4a((q[1] >> 4) & LO4, xh.y, i);
+                i = dp4a((q[2] >> 4) & LO4, xh.z, i);
+                i = dp4a((q[3] >> 4) & LO4, xh.w, i);
+                const float2 dm = h2f2(raw[r].dm);
+                acc[r][j] = __fmaf_rn(dm.x * s.x, (float)i, __fmaf_rn(dm.y, s.y, acc[r][j]));
+            }
+        }
+    }
+};
+
+// Σ (q − 16)·x, the fifth bits spread into the bytes.
+struct Q5_0_Q8 : Q5_0 {
+    using Deq = deq::Q5_0;
+    static constexpr int AHEAD = UQ_Q5_0;
+    template <int N, int R>
+    static __device__ void dot(const Raw (&raw)[R], const signed char* xq, const float2* xd,
+                               int k, int c, float (&acc)[R][N]) {
+        int lo[R][4], hi[R][4];
+#pragma unroll
+        for (int r = 0; r < R; r++)
+#pragma unroll
+            for (int t = 0; t < 4; t++) {
+                const u32 w = raw[r].q[t];
+                lo[r][t] = (int)((w & LO4) | spread4(raw[r].qh >> (4 * t)));
+                hi[r][t] = (int)(((w >> 4) & LO4) | spread4(raw[r].qh >> (16 + 4 * t)));
+            }
+#pragma unroll
+        for (int j = 0; j < N; j++) {
+            const int4 xl = ldq16(xq + (size_t)j * k + 32 * c);
+            const int4 xh = ldq16(xq + (size_t)j * k + 32 * c + 16);
+            const float2 s = xd[(size_t)j * (k / 32) + c];
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                int i = dp4a(lo[r][0], xl.x, 0);
+                i = dp4a(lo[r][1], xl.y, i);
+                i = dp4a(lo[r][2], xl.z, i);
+                i = dp4a(lo[r][3], xl.w, i);
+                i = dp4a(hi[r][0], xh.x, i);
+                i = dp4a(hi[r][1], xh.y, i);
+                i = dp4a(hi[r][2], xh.z, i);
+                i = dp4a(hi[r][3], xh.w, i);
+                const float d = h2f((unsigned short)raw[r].d);
+                acc[r][j] = __fmaf_rn(d, __fmaf_rn(s.x, (float)i, -16.0f * s.y), acc[r][j]);
+            }
+        }
+    }
+};
+
+// A chunk is a quarter block: 8 signed bytes.
+struct Q8_0_Q8 : Q8_0 {
+    using Deq = deq::Q8_0;
+    static constexpr int AHEAD = UQ_Q8_0;
+    template <int N, int R>
+    static __device__ void dot(const Raw (&raw)[R], const signed char* xq, const float2* xd,
+                               int k, int c, float (&acc)[R][N]) {
+#pragma unroll
+        for (int j = 0; j < N; j++) {
+            const int2 x = ldq8(xq + (size_t)j * k + 8 * c);
+            const float dx = xd[(size_t)j * (k / 32) + (c >> 2)].x;
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const int i = dp4a((int)raw[r].q[1], x.y, dp4a((int)raw[r].q[0], x.x, 0));
+                acc[r][j] = __fmaf_rn(h2f((unsigned short)raw[r].d) * dx, (float)i, acc[r][j]);
+            }
+        }
+    }
+};
+
+// Chunk c: 16 bytes of qs, the low nibbles elements e .. e + 16 of sub-block 2p (activation
+// block b), the high ones e + 32 .. e + 48 of sub-block 2p + 1 (block b + 1). The two chunks of a
+// pair share those blocks; the even one subtracts the mins times the blocks' whole sums.
+// Σ (d sc q − dmin mn)·x̃ = d sc d_x Σ q·q_x − dmin mn Σ x̃.
+template <bool FIFTH_BIT>
+__device__ __forceinline__ void dot_q45_k(const uint4 head, const uint4 q, const uint4 qh,
+                                          int c, int (&lo)[4], int (&hi)[4], float& dl,
+                                          float& dh, float& ml, float& mh) {
+    const int p = (c & 7) >> 1;
+    const float2 dm = h2f2(head.x);
+    u32 sc, mn;
+    scale_min_k4(2 * p, head.y, head.z, head.w, sc, mn);
+    dl = dm.x * (float)sc;
+    ml = dm.y * (float)mn;
+    scale_min_k4(2 * p + 1, head.y, head.z, head.w, sc, mn);
+    dh = dm.x * (float)sc;
+    mh = dm.y * (float)mn;
+    const u32 w[4] = {q.x, q.y, q.z, q.w};
+    const u32 h[4] = {qh.x, qh.y, qh.z, qh.w};
+#pragma unroll
+    for (int t = 0; t < 4; t++) {
+        lo[t] = (int)(w[t] & LO4);
+        hi[t] = (int)((w[t] >> 4) & LO4);
+        if (FIFTH_BIT) {
+            lo[t] |= (int)(((h[t] >> (2 * p)) & 0x01010101u) << 4);
+            hi[t] |= (int)(((h[t] >> (2 * p + 1)) & 0x01010101u) << 4);
+        }
+    }
+}
+
+template <int N, int R>
+__device__ __forceinline__ void dot_k_pairs(const int (&lo)[R][4], const int (&hi)[R][4],
+                                            const float (&dl)[R], const float (&dh)[R],
+                                            const float (&ml)[R], const float (&mh)[R],
+                                            const signed char* xq, const float2* xd, int k,
+                                            int c, float (&acc)[R][N]) {
+    const int p = (c & 7) >> 1;
+    const int e = (c >> 3) * 256 + 64 * p + 16 * (c & 1);
+    const int b = e >> 5;
+    const bool mins = (c & 1) == 0;
+#pragma unroll
+    for (int j = 0; j < N; j++) {
+        const int4 xl = ldq16(xq + (size_t)j * k + e);
+        const int4 xh = ldq16(xq + (size_t)j * k + e + 32);
+        const float2 sl = xd[(size_t)j * (k / 32) + b];
+        const float2 sh = xd[(size_t)j * (k / 32) + b + 1];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            int il = dp4a(lo[r][0], xl.x, 0);
+            il = dp4a(lo[r][1], xl.y, il);
+            il = dp4a(lo[r][2], xl.z, il);
+            il = dp4a(lo[r][3], xl.w, il);
+            int ih = dp4a(hi[r][0], xh.x, 0);
+            ih = dp4a(hi[r][1], xh.y, ih);
+            ih = dp4a(hi[r][2], xh.z, ih);
+            ih = dp4a(hi[r][3], xh.w, ih);
+            float a = __fmaf_rn(dl[r] * sl.x, (float)il, acc[r][j]);
+            a = __fmaf_rn(dh[r] * sh.x, (float)ih, a);
+            if (mins) a = __fmaf_rn(-ml[r], sl.y, __fmaf_rn(-mh[r], sh.y, a));
+            acc[r][j] = a;
+        }
+    }
+}
+
+struct Q4_K_Q8 : Q4_K {
+    using Deq = deq::Q4_K;
+    static constexpr int AHEAD = UQ_Q4_K;
+    template <int N, int R>
+    static __device__ void dot(const Raw (&raw)[R], const signed char* xq, const float2* xd,
+                               int k, int c, float (&acc)[R][N]) {
+        int lo[R][4], hi[R][4];
+        float dl[R], dh[R], ml[R], mh[R];
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            dot_q45_k<false>(raw[r].head, raw[r].q, raw[r].q, c, lo[r], hi[r], dl[r], dh[r],
+                             ml[r], mh[r]);
+        dot_k_pairs<N, R>(lo, hi, dl, dh, ml, mh, xq, xd, k, c, acc);
+    }
+};
+
+struct Q5_K_Q8 : Q5_K {
+    using Deq = deq::Q5_K;
+    static constexpr int AHEAD = UQ_Q5_K;
+    template <int N, int R>
+    static __device__ void dot(const Raw (&raw)[R], const signed char* xq, const float2* xd,
+                               int k, int c, float (&acc)[R][N]) {
+        int lo[R][4], hi[R][4];
+        float dl[R], dh[R], ml[R], mh[R];
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            dot_q45_k<true>(raw[r].head, raw[r].q, raw[r].qh, c, lo[r], hi[r], dl[r], dh[r],
+                            ml[r], mh[r]);
+        dot_k_pairs<N, R>(lo, hi, dl, dh, ml, mh, xq, xd, k, c, acc);
+    }
+};
+
+// Chunk c: half h, elements e + 32s .. e + 32s + 8 for s in 0..4 (activation block
+// 8 (c / 8) + 4h + s, at offset l0), each group of 8 under one scale.
+struct Q6_K_Q8 : Q6_K {
+    using Deq = deq::Q6_K;
+    static constexpr int AHEAD = UQ_Q6_K;
+    template <int N, int R>
+    static __device__ void dot(const Raw (&raw)[R], const signed char* xq, const float2* xd,
+                               int k, int c, float (&acc)[R][N]) {
+        const int e = (c >> 3) * 256 + 128 * ((c >> 2) & 1) + 8 * (c & 3);
+        const int half16 = (c & 3) >> 1;  // l0 / 16: which of the two scales of a 32-run
+        float d[R];
+#pragma unroll
+        for (int r = 0; r < R; r++) d[r] = h2f((unsigned short)raw[r].d);
+#pragma unroll
+        for (int s = 0; s < 4; s++) {
+            int q[R][2], sc[R];
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                sc[r] = (int)(signed char)((raw[r].sc[s >> 1] >> (16 * (s & 1) + 8 * half16)) & 0xFF);
+#pragma unroll
+                for (int i = 0; i < 2; i++) {
+                    const u32 ql = s & 1 ? raw[r].b[i] : raw[r].a[i];
+                    const u32 lo4 = s < 2 ? ql & LO4 : (ql >> 4) & LO4;
+                    const u32 hi2 = s == 0 ? raw[r].h[i] << 4 : s == 1 ? raw[r].h[i] << 2
+                                  : s == 2 ? raw[r].h[i] : raw[r].h[i] >> 2;
+                    q[r][i] = minus32(lo4 | (hi2 & 0x30303030u));
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < N; j++) {
+                const int2 x = ldq8(xq + (size_t)j * k + e + 32 * s);
+                const float dx = xd[(size_t)j * (k / 32) + ((e + 32 * s) >> 5)].x;
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    const int i = dp4a(q[r][1], x.y, dp4a(q[r][0], x.x, 0));
+                    acc[r][j] = __fmaf_rn(d[r] * dx, (float)(i * sc[r]), acc[r][j]);
+                }
+            }
+        }
+    }
+};
+
+// ---------------------------------------------------------------------------------- the kernel
+
+// Element `col` of the row at `row`, dequantized as dequant.cu does.
+template <class D>
+__device__ float weight_at(const u8* row, int col) {
+    float y[D::P];
+    D::deq(row + (col / D::BE) * D::BB, (col % D::BE) / D::P, y);
+    return y[col % D::P];
+}
+
+template <class T, int N, int R>
+__device__ __forceinline__ void matvec_q8(const u8* __restrict__ w,
+                                          const signed char* __restrict__ xq,
+                                          const float2* __restrict__ xd,
+                                          const u32* __restrict__ outliers, int cap,
+                                          float* __restrict__ y, int k, int m,
+                                          long long row_bytes) {
+    const int lane = threadIdx.x & 31;
+    const int row0 = (blockIdx.x * WARPS + (threadIdx.x >> 5)) * R;
+    if (row0 >= m) return;
+    const u8* rows[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) rows[r] = w + (long long)min(row0 + r, m - 1) * row_bytes;
+    const int chunks = k / T::CH;
+    float acc[R][N] = {};
+    for (int c = lane; c < chunks; c += 32 * T::AHEAD) {
+        typename T::Raw raw[T::AHEAD][R];
+#pragma unroll
+        for (int u = 0; u < T::AHEAD; u++)
+            if (c + 32 * u < chunks)
+#pragma unroll
+                for (int r = 0; r < R; r++) raw[u][r] = T::load(rows[r], c + 32 * u);
+#pragma unroll
+        for (int u = 0; u < T::AHEAD; u++)
+            if (c + 32 * u < chunks) T::template dot<N, R>(raw[u], xq, xd, k, c + 32 * u, acc);
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int j = 0; j < N; j++) {
+            float v = warp_sum(acc[r][j]);
+            if (lane == r * N + j && row0 + r < m) {
+                const u32* o = outliers + (long long)j * (1 + 2 * cap);
+                for (u32 i = 0; i < o[0]; i++)
+                    v = __fmaf_rn(weight_at<typename T::Deq>(rows[r], (int)o[1 + 2 * i]),
+                                  __uint_as_float(o[2 + 2 * i]), v);
+                y[(long long)j * m + row0 + r] = v;
+            }
+        }
+}
+
+#define MVQ(name, T, N, R)                                                                     \
+    extern "C" __global__ void __launch_bounds__(32 * WARPS) mvq_##name##_##N(                 \
+        const u8* __restrict__ w, const signed char* __restrict__ xq,                          \
+        const float2* __restrict__ xd, const u32* __restrict__ outliers, int cap,              \
+        float* __restrict__ y, int k, int m, long long row_bytes) {                            \
+        matvec_q8<T, N, R>(w, xq, xd, outliers, cap, y, k, m, row_bytes);                      \
+    }
+#define MVQ_ALL(name, T, R) \
+    MVQ(name, T, 1, R) MVQ(name, T, 2, R) MVQ(name, T, 3, R) MVQ(name, T, 4, R) \
+    MVQ(name, T, 5, R) MVQ(name, T, 6, R) MVQ(name, T, 7, R) MVQ(name, T, 8, R)
+
+MVQ_ALL(q4_0, Q4_0_Q8, ROWS)
+MVQ_ALL(q4_1, Q4_1_Q8, ROWS)
+MVQ_ALL(q5_0, Q5_0_Q8, ROWS)
+MVQ_ALL(q8_0, Q8_0_Q8, ROWS)
+MVQ_ALL(q4_k, Q4_K_Q8, ROWS)
+MVQ_ALL(q5_k, Q5_K_Q8, ROWS)
+MVQ_ALL(q6_k, Q6_K_Q8, ROWS)

@@ -1,0 +1,133 @@
+//! Recording: every op appends its dispatch to one pending command encoder, which is
+//! submitted only when something is read back. A forward pass is thus one command buffer,
+//! and the logits (or the top-k ids) are its only readback.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use crate::gpu::Gpu;
+
+/// The command encoder of the work recorded since the last readback.
+#[derive(Default)]
+pub(crate) struct Recorder {
+    pending: Mutex<Option<wgpu::CommandEncoder>>,
+    /// Command buffers submitted so far.
+    submitted: AtomicU64,
+}
+
+impl Recorder {
+    /// Runs `record` on the pending encoder, starting one if there is none.
+    pub fn record<T>(&self, gpu: &Gpu, record: impl FnOnce(&mut wgpu::CommandEncoder) -> T) -> T {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let encoder = pending.get_or_insert_with(|| {
+            gpu.device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                    label: Some("plumb pass"),
+                })
+        });
+        record(encoder)
+    }
+
+    /// Records one dispatch of `pipeline` over `workgroups` workgroups (laid out in x and y,
+    /// as a dimension holds at most `max_compute_workgroups_per_dimension`) times `z`, with
+    /// `params` in a uniform buffer at binding 0 and `bindings` at bindings 1, 2, …
+    pub fn dispatch(
+        &self,
+        gpu: &Gpu,
+        pipeline: &wgpu::ComputePipeline,
+        params: &[u32],
+        bindings: &[wgpu::BufferBinding<'_>],
+        workgroups: usize,
+        z: usize,
+    ) -> Result<(), String> {
+        if workgroups == 0 || z == 0 {
+            return Ok(());
+        }
+        let max = gpu.limits.max_compute_workgroups_per_dimension as usize;
+        let x = workgroups.min(max);
+        let y = workgroups.div_ceil(x);
+        if y > max || z > max {
+            return Err(format!(
+                "{workgroups} × {z} workgroups exceed the adapter's {max} per dimension"
+            ));
+        }
+        let uniform = gpu.uniform(params);
+        let entries: Vec<wgpu::BindGroupEntry<'_>> = std::iter::once(uniform.as_entire_binding())
+            .chain(bindings.iter().cloned().map(wgpu::BindingResource::Buffer))
+            .enumerate()
+            .map(|(i, resource)| wgpu::BindGroupEntry {
+                binding: i as u32,
+                resource,
+            })
+            .collect();
+        let bind_group = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &pipeline.get_bind_group_layout(0),
+            entries: &entries,
+        });
+        self.record(gpu, |encoder| {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+            pass.set_pipeline(pipeline);
+            pass.set_bind_group(0, &bind_group, &[]);
+            pass.dispatch_workgroups(x as u32, y as u32, z as u32);
+        });
+        Ok(())
+    }
+
+    /// Submits the pending work with a copy of `source`'s first `bytes` behind it, waits,
+    /// and returns the copy.
+    pub fn read(&self, gpu: &Gpu, source: &wgpu::Buffer, bytes: u64) -> Result<Vec<u8>, String> {
+        let size = bytes.next_multiple_of(4).max(4);
+        let staging = gpu.buffer(
+            "readback",
+            size,
+            wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        );
+        self.record(gpu, |encoder| {
+            encoder.copy_buffer_to_buffer(source, 0, &staging, 0, size);
+        });
+        self.submit(gpu)?;
+        let (sender, receiver) = std::sync::mpsc::channel();
+        staging.map_async(wgpu::MapMode::Read, .., move |mapped| {
+            let _ = sender.send(mapped);
+        });
+        gpu.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| format!("waiting for the device: {e}"))?;
+        receiver
+            .recv()
+            .map_err(|_| "the readback was dropped".to_owned())?
+            .map_err(|e| format!("reading back: {e}"))?;
+        let data = staging
+            .get_mapped_range(..)
+            .map_err(|e| format!("reading back: {e}"))?[..bytes as usize]
+            .to_vec();
+        staging.unmap();
+        match gpu.take_error() {
+            Some(error) => Err(error),
+            None => Ok(data),
+        }
+    }
+
+    /// Command buffers submitted so far.
+    pub fn submitted(&self) -> u64 {
+        self.submitted.load(Ordering::Relaxed)
+    }
+
+    /// Submits the pending work, if any.
+    pub fn submit(&self, gpu: &Gpu) -> Result<(), String> {
+        let pending = self
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(encoder) = pending {
+            gpu.queue.submit([encoder.finish()]);
+            self.submitted.fetch_add(1, Ordering::Relaxed);
+        }
+        match gpu.take_error() {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
+    }
+}

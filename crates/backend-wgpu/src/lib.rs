@@ -1,0 +1,657 @@
+//! The portable GPU backend: WGSL kernels run through wgpu on Vulkan (Linux, Windows; Mesa's
+//! lavapipe on the CPU in CI) and Metal (macOS).
+//!
+//! Weights are uploaded once, as the GGUF blocks are stored, and dequantized by the kernels
+//! that read them (`shaders/dequant.wgsl`); a weight larger than a binding is split by rows,
+//! and a batch whose activations are (the logits of a long prompt) is processed in windows.
+//! Activations are f32 device buffers; every product and reduction accumulates in f32. The
+//! KV cache is f16, paged as [`plumb_model::KvCache`] lays it out. RoPE angles are computed
+//! on the host in f64, per pass.
+//!
+//! Ops only record work: a forward pass is one command buffer, submitted when its logits are
+//! read back ([`Backend::to_host`]) or reduced to their top-k on the device
+//! ([`Backend::top_k`]).
+//!
+//! What the kernels need of the device: compute shaders and storage buffers (WebGPU's core).
+//! The matrix products use subgroup operations (`subgroupAdd`) where the device has them,
+//! else a reduction in workgroup memory; both are tested. `shader-f16` is not needed: f16
+//! values are packed and unpacked with WGSL's core `pack2x16float`/`unpack2x16float`.
+
+mod commands;
+mod gpu;
+mod kernels;
+mod kv_storage;
+mod pass;
+mod quant;
+mod tensor;
+mod weights;
+
+use std::ops::Range;
+
+use plumb_backend_ref::Checks;
+use plumb_model::{
+    Activation, AttentionStep, Backend, BlockCopy, KvLayout, PassInputs, Result, Rope, RopeStyle,
+    WeightTensor, WeightUse,
+};
+
+pub use kv_storage::GpuKvStorage;
+pub use pass::GpuPass;
+pub use quant::SUPPORTED as SUPPORTED_TYPES;
+pub use tensor::GpuTensor;
+pub use weights::GpuWeight;
+
+use commands::Recorder;
+use gpu::{Gpu, TENSOR_USAGE};
+use kernels::{Kernel, Kernels};
+use quant::Quant;
+use weights::{RowMatrix, Uploaded, WeightKind};
+
+const NAME: &str = "wgpu";
+const CHECK: Checks = Checks { backend: NAME };
+
+/// The widest head the attention kernel takes (its workgroup holds one query head).
+pub const MAX_HEAD_DIM: usize = 256;
+
+/// The wgpu backend.
+pub struct WgpuBackend {
+    gpu: Gpu,
+    kernels: Kernels,
+    recorder: Recorder,
+    uploaded: Uploaded,
+    /// The largest binding: the adapter's, unless a test asks for less.
+    max_binding: u64,
+    /// Whether the matrix products use subgroup operations (where the device has them).
+    subgroups: bool,
+}
+
+impl WgpuBackend {
+    /// Opens the best GPU adapter wgpu finds. Fails when there is none.
+    pub fn new() -> Result<WgpuBackend> {
+        let gpu = Gpu::open().map_err(|e| CHECK.error("new", e))?;
+        tracing::info!(
+            adapter = %gpu.adapter.name,
+            backend = ?gpu.adapter.backend,
+            device_type = ?gpu.adapter.device_type,
+            max_binding = gpu.max_binding_bytes(),
+            shader_f16 = gpu.shader_f16,
+            max_subgroup = ?gpu.max_subgroup,
+            "wgpu backend"
+        );
+        Ok(WgpuBackend {
+            max_binding: gpu.max_binding_bytes(),
+            subgroups: gpu.max_subgroup.is_some(),
+            gpu,
+            kernels: Kernels::default(),
+            recorder: Recorder::default(),
+            uploaded: Uploaded::default(),
+        })
+    }
+
+    /// Binds at most `bytes` at once, as if the adapter allowed no more: weights are split
+    /// into chunks and long batches into windows of that size, as large ones are on any
+    /// adapter. For tests of the splitting.
+    pub fn with_max_binding(mut self, bytes: u64) -> WgpuBackend {
+        self.max_binding = self.gpu.max_binding_bytes().min(bytes & !3);
+        self
+    }
+
+    /// Reduces through workgroup memory even where the device has subgroup operations: the
+    /// path of devices without them, for tests of it.
+    pub fn without_subgroups(mut self) -> WgpuBackend {
+        self.subgroups = false;
+        self
+    }
+
+    /// Whether the matrix products use subgroup operations.
+    pub fn uses_subgroups(&self) -> bool {
+        self.subgroups
+    }
+
+    /// Command buffers submitted so far (weight uploads aside): one per forward pass, and
+    /// one per readback an observer asks for.
+    pub fn command_buffers_submitted(&self) -> u64 {
+        self.recorder.submitted()
+    }
+
+    /// Whether the adapter is a CPU (lavapipe): the same kernels, orders of magnitude slower.
+    pub fn is_cpu(&self) -> bool {
+        self.gpu.adapter.device_type == wgpu::DeviceType::Cpu
+    }
+
+    /// The adapter's name and API, for messages: "llvmpipe (LLVM 15.0.6, 256 bits) (Vulkan)".
+    pub fn adapter(&self) -> String {
+        format!("{} ({:?})", self.gpu.adapter.name, self.gpu.adapter.backend)
+    }
+
+    /// Records `kernel` with whole buffers bound, each of which must fit a binding.
+    fn dispatch(
+        &self,
+        op: &'static str,
+        kernel: Kernel,
+        params: &[u32],
+        buffers: &[&wgpu::Buffer],
+        workgroups: usize,
+        z: usize,
+    ) -> Result<()> {
+        let max = self.max_binding;
+        if let Some(large) = buffers.iter().find(|b| b.size() > max) {
+            return Err(CHECK.error(
+                op,
+                format!(
+                    "a {}-byte tensor is more than the adapter binds ({max}); pass fewer tokens",
+                    large.size()
+                ),
+            ));
+        }
+        let bindings: Vec<_> = buffers
+            .iter()
+            .map(|b| b.as_entire_buffer_binding())
+            .collect();
+        self.dispatch_bound(op, kernel, params, &bindings, workgroups, z)
+    }
+
+    /// Records `kernel` with the given bindings (parts of buffers).
+    fn dispatch_bound(
+        &self,
+        op: &'static str,
+        kernel: Kernel,
+        params: &[u32],
+        bindings: &[wgpu::BufferBinding<'_>],
+        workgroups: usize,
+        z: usize,
+    ) -> Result<()> {
+        let pipeline = self
+            .kernels
+            .get(&self.gpu, kernel)
+            .map_err(|e| CHECK.error(op, e))?;
+        self.recorder
+            .dispatch(&self.gpu, &pipeline, params, bindings, workgroups, z)
+            .map_err(|e| CHECK.error(op, e))
+    }
+
+    /// Ranges of `n_tokens` rows small enough that each of the tensors with rows of
+    /// `row_bytes` has its part of them in one binding, starting at offsets the device can
+    /// bind: the logits of a long prompt are larger than a binding.
+    fn token_windows(
+        &self,
+        op: &'static str,
+        n_tokens: usize,
+        row_bytes: &[usize],
+    ) -> Result<Vec<Range<usize>>> {
+        let max = self.max_binding as usize;
+        let widest = row_bytes.iter().copied().max().unwrap_or(1).max(1);
+        let fit = max / widest;
+        // Offsets must be multiples of the alignment, a power of two: a window starts at a
+        // multiple of `unit` rows.
+        let align = self.gpu.limits.min_storage_buffer_offset_alignment.max(1) as usize;
+        let unit = row_bytes
+            .iter()
+            .map(|&b| align >> b.trailing_zeros().min(align.trailing_zeros()))
+            .max()
+            .unwrap_or(1);
+        let per_window = if fit >= n_tokens {
+            n_tokens.max(1)
+        } else {
+            fit / unit * unit
+        };
+        if per_window == 0 {
+            return Err(CHECK.error(
+                op,
+                format!("rows of {widest} bytes do not fit a binding of {max} in aligned windows"),
+            ));
+        }
+        Ok((0..n_tokens)
+            .step_by(per_window)
+            .map(|start| start..(start + per_window).min(n_tokens))
+            .collect())
+    }
+
+    /// A tensor of `n_tokens × width` values whose kernel writes all of them.
+    fn tensor(&self, op: &'static str, n_tokens: usize, width: usize) -> Result<GpuTensor> {
+        let bytes = (n_tokens * width * 4) as u64;
+        if bytes > self.gpu.limits.max_buffer_size {
+            return Err(CHECK.error(
+                op,
+                format!(
+                    "[{n_tokens} × {width}] f32 is {bytes} bytes, more than the adapter's \
+                     largest buffer ({}); pass fewer tokens",
+                    self.gpu.limits.max_buffer_size
+                ),
+            ));
+        }
+        Ok(GpuTensor {
+            buffer: self.gpu.buffer(op, bytes, TENSOR_USAGE),
+            n_tokens,
+            width,
+        })
+    }
+
+    /// An elementwise kernel over `n` values: 64 per workgroup.
+    fn elementwise(
+        &self,
+        op: &'static str,
+        kernel: Kernel,
+        params: &[u32],
+        buffers: &[&wgpu::Buffer],
+        n: usize,
+    ) -> Result<()> {
+        self.dispatch(op, kernel, params, buffers, n.div_ceil(64), 1)
+    }
+}
+
+fn rows<'w>(weight: &'w GpuWeight, op: &'static str) -> Result<&'w RowMatrix> {
+    match &weight.kind {
+        WeightKind::Rows(matrix) => Ok(matrix),
+        WeightKind::Values { .. } => {
+            Err(CHECK.error(op, format!("{:?} is a vector, not a matrix", weight.name)))
+        }
+    }
+}
+
+fn values<'w>(weight: &'w GpuWeight, op: &'static str) -> Result<(&'w wgpu::Buffer, usize)> {
+    match &weight.kind {
+        WeightKind::Values { buffer, len } => Ok((buffer, *len)),
+        WeightKind::Rows(_) => {
+            Err(CHECK.error(op, format!("{:?} is a matrix, not a vector", weight.name)))
+        }
+    }
+}
+
+/// `len` bytes of `buffer` from `offset`.
+fn binding(buffer: &wgpu::Buffer, offset: usize, len: usize) -> wgpu::BufferBinding<'_> {
+    wgpu::BufferBinding {
+        buffer,
+        offset: offset as u64,
+        size: std::num::NonZeroU64::new(len.max(4) as u64),
+    }
+}
+
+fn u32s(values: &[usize]) -> Vec<u32> {
+    values.iter().map(|&v| v as u32).collect()
+}
+
+impl Backend for WgpuBackend {
+    type Weight = GpuWeight;
+    type Tensor = GpuTensor;
+    type KvStorage = GpuKvStorage;
+    type Pass<'p> = GpuPass<'p>;
+
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn load_weight(&self, tensor: WeightTensor, usage: WeightUse) -> Result<GpuWeight> {
+        let ty = tensor.ggml_type();
+        let name = tensor.name().to_owned();
+        let error = |message: String| CHECK.error("load_weight", format!("{name:?}: {message}"));
+        let kind = match usage {
+            WeightUse::Vector => {
+                let values = plumb_ggml::dequantize_row_to_vec(ty, tensor.bytes())
+                    .map_err(|e| error(e.to_string()))?;
+                let words: Vec<u32> = values.iter().map(|v| v.to_bits()).collect();
+                WeightKind::Values {
+                    buffer: self.gpu.storage_init(&name, &words),
+                    len: values.len(),
+                }
+            }
+            WeightUse::Matrix | WeightUse::Embedding => {
+                let quant = Quant::of(ty).ok_or_else(|| {
+                    error(format!(
+                        "{ty} has no wgpu kernel (--backend ref runs it); the wgpu backend \
+                         reads {}",
+                        quant::SUPPORTED.map(|t| t.to_string()).join(", ")
+                    ))
+                })?;
+                let matrix = self
+                    .uploaded
+                    .rows(&self.gpu, &tensor, quant, self.max_binding)
+                    .map_err(error)?;
+                WeightKind::Rows(matrix)
+            }
+        };
+        Ok(GpuWeight { name, kind })
+    }
+
+    fn new_kv_storage(&self, layout: &KvLayout) -> Result<GpuKvStorage> {
+        for (il, layer) in layout.layers.iter().enumerate() {
+            let (dk, dv) = (layer.head_dim_k, layer.head_dim_v);
+            if dk > MAX_HEAD_DIM || dv > MAX_HEAD_DIM || dk % 2 != 0 || dv % 2 != 0 {
+                return Err(CHECK.error(
+                    "new_kv_storage",
+                    format!(
+                        "layer {il}'s heads are {dk} and {dv} wide; the wgpu attention kernel \
+                         takes even widths up to {MAX_HEAD_DIM}"
+                    ),
+                ));
+            }
+            let bytes = (layer.n_slots * layer.k_width().max(layer.v_width()) * 2) as u64;
+            if bytes > self.max_binding {
+                return Err(CHECK.error(
+                    "new_kv_storage",
+                    format!(
+                        "layer {il}'s {} KV slots take {bytes} bytes, more than the adapter \
+                         binds ({}); use a smaller context or fewer sequences",
+                        layer.n_slots, self.max_binding
+                    ),
+                ));
+            }
+        }
+        Ok(GpuKvStorage::new(&self.gpu, layout))
+    }
+
+    fn copy_kv_blocks(&self, kv: &mut GpuKvStorage, copies: &[BlockCopy]) -> Result<()> {
+        CHECK.block_copies(&kv.layer_shapes(), copies)?;
+        let scratch = self.gpu.buffer(
+            "kv block copy",
+            kv.largest_copy(copies),
+            wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+        );
+        self.recorder.record(&self.gpu, |encoder| {
+            kv.copy_blocks(encoder, &scratch, copies)
+        });
+        Ok(())
+    }
+
+    fn begin_pass<'p>(&self, inputs: &'p PassInputs<'p>) -> Result<GpuPass<'p>> {
+        Ok(GpuPass::new(&self.gpu, inputs))
+    }
+
+    fn upload(&self, n_tokens: usize, width: usize, values: Vec<f32>) -> Result<GpuTensor> {
+        CHECK.host_values(n_tokens, width, &values)?;
+        let words: Vec<u32> = values.iter().map(|v| v.to_bits()).collect();
+        Ok(GpuTensor {
+            buffer: self.gpu.storage_init("upload", &words),
+            n_tokens,
+            width,
+        })
+    }
+
+    fn to_host(&self, x: &GpuTensor) -> Result<Vec<f32>> {
+        let bytes = self
+            .recorder
+            .read(&self.gpu, &x.buffer, (x.len() * 4) as u64)
+            .map_err(|e| CHECK.error("to_host", e))?;
+        Ok(bytemuck::pod_collect_to_vec(&bytes))
+    }
+
+    fn embed(&self, table: &GpuWeight, pass: &GpuPass<'_>) -> Result<GpuTensor> {
+        let matrix = rows(table, "embed")?;
+        let tokens = pass.inputs.tokens;
+        CHECK.embed_ids(&table.name, matrix.n_rows, tokens)?;
+        let out = self.tensor("embed", tokens.len(), matrix.row_len)?;
+        let k4 = matrix.row_len / 4;
+        for chunk in &matrix.chunks {
+            let params = u32s(&[
+                tokens.len(),
+                k4,
+                matrix.row_bytes,
+                chunk.first_row,
+                chunk.n_rows,
+            ]);
+            self.dispatch(
+                "embed",
+                Kernel::Embed(matrix.quant),
+                &params,
+                &[&chunk.buffer, &pass.tokens, &out.buffer],
+                (tokens.len() * k4).div_ceil(64),
+                1,
+            )?;
+        }
+        Ok(out)
+    }
+
+    fn rms_norm(&self, x: &GpuTensor, weight: &GpuWeight, eps: f32) -> Result<GpuTensor> {
+        let (buffer, len) = values(weight, "rms_norm")?;
+        CHECK.norm_groups(x, len)?;
+        let out = self.tensor("rms_norm", x.n_tokens, x.width)?;
+        let n_groups = x.len() / len;
+        let params = [n_groups as u32, len as u32, eps.to_bits()];
+        self.dispatch(
+            "rms_norm",
+            Kernel::RmsNorm,
+            &params,
+            &[&x.buffer, buffer, &out.buffer],
+            n_groups,
+            1,
+        )?;
+        Ok(out)
+    }
+
+    fn matmul(&self, x: &GpuTensor, weight: &GpuWeight) -> Result<GpuTensor> {
+        let matrix = rows(weight, "matmul")?;
+        CHECK.width("matmul", x, matrix.row_len, &weight.name)?;
+        let out = self.tensor("matmul", x.n_tokens, matrix.n_rows)?;
+        // Tokens per workgroup: TOKENS in matmul*.wgsl.
+        const TOKENS: usize = 16;
+        let (k, m) = (matrix.row_len, matrix.n_rows);
+        for window in self.token_windows("matmul", x.n_tokens, &[k * 4, m * 4])? {
+            let n = window.len();
+            let x_part = binding(&x.buffer, window.start * k * 4, n * k * 4);
+            let out_part = binding(&out.buffer, window.start * m * 4, n * m * 4);
+            for chunk in &matrix.chunks {
+                let params = u32s(&[chunk.n_rows, k / 4, n, matrix.row_bytes, chunk.first_row, m]);
+                let (kernel, workgroups) = match self.gpu.max_subgroup.filter(|_| self.subgroups) {
+                    // As many rows per workgroup as the largest subgroups leave.
+                    Some(size) => (
+                        Kernel::MatmulSubgroup(matrix.quant),
+                        chunk.n_rows.div_ceil(64 / size as usize),
+                    ),
+                    None => (Kernel::Matmul(matrix.quant), chunk.n_rows),
+                };
+                self.dispatch_bound(
+                    "matmul",
+                    kernel,
+                    &params,
+                    &[
+                        chunk.buffer.as_entire_buffer_binding(),
+                        x_part.clone(),
+                        out_part.clone(),
+                    ],
+                    workgroups,
+                    n.div_ceil(TOKENS),
+                )?;
+            }
+        }
+        Ok(out)
+    }
+
+    fn add_bias(&self, x: GpuTensor, bias: &GpuWeight) -> Result<GpuTensor> {
+        let (buffer, len) = values(bias, "add_bias")?;
+        CHECK.width("add_bias", &x, len, &bias.name)?;
+        let params = u32s(&[x.len(), x.width]);
+        self.elementwise(
+            "add_bias",
+            Kernel::AddBias,
+            &params,
+            &[&x.buffer, buffer],
+            x.len(),
+        )?;
+        Ok(x)
+    }
+
+    fn scale(&self, x: GpuTensor, factor: f32) -> Result<GpuTensor> {
+        let params = [x.len() as u32, factor.to_bits()];
+        self.elementwise("scale", Kernel::Scale, &params, &[&x.buffer], x.len())?;
+        Ok(x)
+    }
+
+    fn rope(
+        &self,
+        x: GpuTensor,
+        head_dim: usize,
+        rope: &Rope,
+        pass: &GpuPass<'_>,
+    ) -> Result<GpuTensor> {
+        CHECK.rope(&x, head_dim, &pass.inputs.positions, rope)?;
+        let n_pairs = rope.n_rot / 2;
+        let angles = pass.angles(&self.gpu, rope);
+        let neox = match rope.style {
+            RopeStyle::Normal => 0,
+            RopeStyle::Neox => 1,
+        };
+        let params = u32s(&[x.n_tokens, x.width, head_dim, n_pairs, neox]);
+        let n = x.n_tokens * (x.width / head_dim) * n_pairs;
+        self.elementwise("rope", Kernel::Rope, &params, &[&x.buffer, &angles], n)?;
+        Ok(x)
+    }
+
+    fn store_kv(
+        &self,
+        k: &GpuTensor,
+        v: &GpuTensor,
+        kv: &mut GpuKvStorage,
+        layer: usize,
+        pass: &GpuPass<'_>,
+    ) -> Result<()> {
+        CHECK.store_kv(k, v, &kv.layer_shapes(), layer, pass.inputs)?;
+        let cache = &kv.layers[layer];
+        let (k_words, v_words) = (cache.shape.k_width() / 2, cache.shape.v_width() / 2);
+        let params = u32s(&[k.n_tokens, k_words, v_words]);
+        let slots = &pass.groups[cache.shape.group].slots;
+        self.elementwise(
+            "store_kv",
+            Kernel::StoreKv,
+            &params,
+            &[&k.buffer, &v.buffer, slots, &cache.k, &cache.v],
+            k.n_tokens * k_words.max(v_words),
+        )
+    }
+
+    fn attention(
+        &self,
+        q: &GpuTensor,
+        kv: &GpuKvStorage,
+        step: &AttentionStep,
+        pass: &GpuPass<'_>,
+    ) -> Result<GpuTensor> {
+        CHECK.attention(q, &kv.layer_shapes(), step, pass.inputs)?;
+        if step.softcap.is_some() {
+            return Err(CHECK.error(
+                "attention",
+                "soft-capped attention scores (gemma2) are not implemented on wgpu yet",
+            ));
+        }
+        let cache = &kv.layers[step.layer];
+        let shape = &cache.shape;
+        let tables = &pass.groups[shape.group];
+        let out = self.tensor("attention", q.n_tokens, step.n_head * shape.head_dim_v)?;
+        let mut params = u32s(&[
+            q.n_tokens,
+            step.n_head,
+            step.n_head / shape.n_head_kv,
+            shape.head_dim_k,
+            shape.head_dim_v,
+            shape.window.unwrap_or(0),
+            tables.block_shift as usize,
+            tables.stride,
+            shape.k_width() / 2,
+            shape.v_width() / 2,
+        ]);
+        params.push(step.scale.to_bits());
+        self.dispatch(
+            "attention",
+            Kernel::Attention,
+            &params,
+            &[
+                &q.buffer,
+                &cache.k,
+                &cache.v,
+                &pass.places,
+                &tables.tables,
+                &out.buffer,
+            ],
+            q.n_tokens * step.n_head,
+            1,
+        )?;
+        Ok(out)
+    }
+
+    fn gated_activation(
+        &self,
+        gate: &GpuTensor,
+        up: &GpuTensor,
+        act: Activation,
+    ) -> Result<GpuTensor> {
+        CHECK.same_shape("gated_activation", gate, up)?;
+        let out = self.tensor("gated_activation", gate.n_tokens, gate.width)?;
+        let act = match act {
+            Activation::Silu => 0,
+            Activation::GeluTanh => 1,
+        };
+        self.elementwise(
+            "gated_activation",
+            Kernel::GatedActivation,
+            &[gate.len() as u32, act],
+            &[&gate.buffer, &up.buffer, &out.buffer],
+            gate.len(),
+        )?;
+        Ok(out)
+    }
+
+    fn add(&self, a: &GpuTensor, b: &GpuTensor) -> Result<GpuTensor> {
+        CHECK.same_shape("add", a, b)?;
+        let out = self.tensor("add", a.n_tokens, a.width)?;
+        self.elementwise(
+            "add",
+            Kernel::Add,
+            &[a.len() as u32],
+            &[&a.buffer, &b.buffer, &out.buffer],
+            a.len(),
+        )?;
+        Ok(out)
+    }
+
+    fn output_rows(&self, x: &GpuTensor, pass: &GpuPass<'_>) -> Result<GpuTensor> {
+        let rows = pass.inputs.output_rows;
+        CHECK.rows(x, rows)?;
+        let out = self.tensor("output_rows", rows.len(), x.width)?;
+        self.elementwise(
+            "output_rows",
+            Kernel::SelectRows,
+            &u32s(&[out.len(), x.width]),
+            &[&x.buffer, &pass.output_rows, &out.buffer],
+            out.len(),
+        )?;
+        Ok(out)
+    }
+
+    /// On the device: only the `k` pairs of each row are read back.
+    fn top_k(&self, logits: &GpuTensor, k: usize) -> Result<Vec<Vec<(u32, f32)>>> {
+        let k = k.min(logits.width);
+        let n_rows = logits.n_tokens;
+        if k == 0 || n_rows == 0 {
+            return Ok(vec![Vec::new(); n_rows]);
+        }
+        let out = self
+            .gpu
+            .buffer("top_k", (n_rows * k * 8) as u64, TENSOR_USAGE);
+        let width = logits.width;
+        for window in self.token_windows("top_k", n_rows, &[width * 4])? {
+            let n = window.len();
+            self.dispatch_bound(
+                "top_k",
+                Kernel::TopK,
+                &u32s(&[n, width, k, window.start]),
+                &[
+                    binding(&logits.buffer, window.start * width * 4, n * width * 4),
+                    out.as_entire_buffer_binding(),
+                ],
+                n,
+                1,
+            )?;
+        }
+        let bytes = self
+            .recorder
+            .read(&self.gpu, &out, (n_rows * k * 8) as u64)
+            .map_err(|e| CHECK.error("top_k", e))?;
+        let pairs: Vec<u32> = bytemuck::pod_collect_to_vec(&bytes);
+        Ok(pairs
+            .chunks_exact(2 * k)
+            .map(|row| {
+                row.chunks_exact(2)
+                    .map(|p| (p[0], f32::from_bits(p[1])))
+                    .collect()
+            })
+            .collect())
+    }
+}

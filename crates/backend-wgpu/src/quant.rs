@@ -1,0 +1,72 @@
+//! The weight types the kernels read as stored, each with its WGSL dequantization
+//! (`shaders/dequant.wgsl`).
+
+use plumb_gguf::GgmlType;
+
+/// A weight type with a WGSL dequantization.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Quant {
+    F32,
+    F16,
+    Bf16,
+    Q4_0,
+    Q4_1,
+    Q5_0,
+    Q5_1,
+    Q8_0,
+    Q4K,
+    Q5K,
+    Q6K,
+}
+
+impl Quant {
+    /// The kernels' type for `ty`, if they have one.
+    pub fn of(ty: GgmlType) -> Option<Quant> {
+        Some(match ty {
+            GgmlType::F32 => Quant::F32,
+            GgmlType::F16 => Quant::F16,
+            GgmlType::BF16 => Quant::Bf16,
+            GgmlType::Q4_0 => Quant::Q4_0,
+            GgmlType::Q4_1 => Quant::Q4_1,
+            GgmlType::Q5_0 => Quant::Q5_0,
+            GgmlType::Q5_1 => Quant::Q5_1,
+            GgmlType::Q8_0 => Quant::Q8_0,
+            GgmlType::Q4_K => Quant::Q4K,
+            GgmlType::Q5_K => Quant::Q5K,
+            GgmlType::Q6_K => Quant::Q6K,
+            _ => return None,
+        })
+    }
+
+    /// The WGSL function that dequantizes four values of this type.
+    pub fn wgsl_fn(self) -> &'static str {
+        match self {
+            Quant::F32 => "dq4_f32",
+            Quant::F16 => "dq4_f16",
+            Quant::Bf16 => "dq4_bf16",
+            Quant::Q4_0 => "dq4_q4_0",
+            Quant::Q4_1 => "dq4_q4_1",
+            Quant::Q5_0 => "dq4_q5_0",
+            Quant::Q5_1 => "dq4_q5_1",
+            Quant::Q8_0 => "dq4_q8_0",
+            Quant::Q4K => "dq4_q4_k",
+            Quant::Q5K => "dq4_q5_k",
+            Quant::Q6K => "dq4_q6_k",
+        }
+    }
+}
+
+/// Every type with a kernel, for the tests.
+pub const SUPPORTED: [GgmlType; 11] = [
+    GgmlType::F32,
+    GgmlType::F16,
+    GgmlType::BF16,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q8_0,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+];

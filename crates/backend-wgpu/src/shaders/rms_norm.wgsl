@@ -1,0 +1,49 @@
+// RMSNorm of each group of `group` consecutive values (a row, or a head): one workgroup per
+// group sums the squares in f32.
+
+struct Params {
+    n_groups: u32,
+    group: u32,
+    eps: f32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> weight: array<f32>;
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+
+const THREADS: u32 = 64u;
+
+var<workgroup> sums: array<f32, 64>;
+
+@compute @workgroup_size(64)
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let index = wid.x + wid.y * nwg.x;
+    let valid = index < p.n_groups;
+    let base = index * p.group;
+    var sum = 0.0;
+    if (valid) {
+        for (var i = lid; i < p.group; i += THREADS) {
+            let v = x[base + i];
+            sum += v * v;
+        }
+    }
+    sums[lid] = sum;
+    workgroupBarrier();
+    for (var s = THREADS / 2u; s > 0u; s >>= 1u) {
+        if (lid < s) {
+            sums[lid] += sums[lid + s];
+        }
+        workgroupBarrier();
+    }
+    if (valid) {
+        let scale = 1.0 / sqrt(sums[0] / f32(p.group) + p.eps);
+        for (var i = lid; i < p.group; i += THREADS) {
+            out[base + i] = (x[base + i] * scale) * weight[i];
+        }
+    }
+}

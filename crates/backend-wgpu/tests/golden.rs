@@ -1,0 +1,44 @@
+//! The wgpu backend against llama.cpp's golden logits, with the harness and thresholds every
+//! backend is held to (`plumb_testutil::golden`). It computes in f32 as the reference does
+//! (no 8-bit activations) with llama.cpp's f16 KV cache, so its top-1 choices count as firm
+//! from the reference's margin, 0.5. Run with `--nocapture` to see each prompt's
+//! measurements.
+//!
+//! On a GPU every golden prompt runs. On lavapipe (CI's Vulkan on the CPU) a 200-token prompt
+//! takes a minute and a half, so there the three short ones run (`short`, `chat`, `code`: 5 to
+//! 81 positions and their greedy continuations); `paragraph` and `long` (up to 749 positions,
+//! past gemma3's 512-token window) run on GPUs, and the kernel tests hold the windowed
+//! attention to the reference on lavapipe too.
+
+mod common;
+
+use plumb_backend_wgpu::WgpuBackend;
+use plumb_testutil::golden::{check_model, check_model_prompts, FIRM_MARGIN};
+
+/// The golden prompts a CPU adapter runs.
+const CPU_ADAPTER_PROMPTS: [&str; 3] = ["short", "chat", "code"];
+
+fn check(name: &str, gpu: WgpuBackend) {
+    if gpu.is_cpu() {
+        plumb_testutil::skip(
+            &format!("golden {name} paragraph and long (wgpu)"),
+            &format!(
+                "{} is a CPU adapter: only the prompts {CPU_ADAPTER_PROMPTS:?} run",
+                gpu.adapter()
+            ),
+        );
+        check_model_prompts(name, gpu, FIRM_MARGIN, &CPU_ADAPTER_PROMPTS);
+    } else {
+        check_model(name, gpu, FIRM_MARGIN);
+    }
+}
+
+#[test]
+fn smollm2_on_wgpu_matches_llama_cpp() {
+    check("smollm2-135m", require_gpu!());
+}
+
+#[test]
+fn gemma3_on_wgpu_matches_llama_cpp() {
+    check("gemma3-270m", require_gpu!());
+}

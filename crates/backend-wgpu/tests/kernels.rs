@@ -1,0 +1,504 @@
+//! Every kernel against the scalar reference (`plumb-backend-ref`'s ops, ggml's
+//! dequantization), on random inputs, through the Backend trait as the models call it. They
+//! run on whatever adapter wgpu finds (lavapipe in CI) and skip loudly without one.
+
+mod common;
+
+use common::{host, load, max_rel_diff, vector, weight, Batch, Rng};
+use plumb_backend_ref::RefBackend;
+use plumb_backend_wgpu::{WgpuBackend, SUPPORTED_TYPES};
+use plumb_gguf::GgmlType;
+use plumb_model::{
+    Activation, AttentionStep, Backend, BlockCopy, KvConfig, KvLayout, LayerKv, Rope, RopeStyle,
+    TokenPos, WeightUse, Yarn,
+};
+
+/// Bindings of at most 16 KiB: every test weight is split into chunks, of 8 rows (F32 rows
+/// of 512) to 56 (Q4_0), and batches of more than 8 tokens of 512 into windows.
+fn with_small_bindings(gpu: WgpuBackend) -> WgpuBackend {
+    gpu.with_max_binding(16 * 1024)
+}
+
+/// A pass of sequence 0 at `positions` in a one-layer cache, all of whose blocks its table
+/// holds: for the ops that only need the tokens, positions or output rows.
+fn plain_batch(
+    tokens: Vec<u32>,
+    positions: &[usize],
+    output_rows: Vec<usize>,
+) -> (Batch, KvLayout) {
+    let n_ctx = positions.iter().max().map_or(1, |&p| p + 1);
+    let layout = KvLayout::new(
+        &KvConfig::new(n_ctx, 1, tokens.len().max(1)),
+        vec![LayerKv::new(1, 2, 2, None)],
+    );
+    let n_blocks = layout.groups[0].n_blocks as u32;
+    let batch = Batch {
+        places: positions
+            .iter()
+            .map(|&pos| TokenPos { seq: 0, pos })
+            .collect(),
+        tokens,
+        output_rows,
+        tables: vec![vec![(0..n_blocks).collect()]],
+    };
+    (batch, layout)
+}
+
+#[test]
+fn embedding_rows_dequantize_as_ggml_does_for_every_type() {
+    let gpu = with_small_bindings(require_gpu!());
+    let (row_len, n_rows) = (512, 64);
+    let tokens = vec![63, 0, 8, 8, 57, 1, 30];
+    let (batch, layout) = plain_batch(tokens.clone(), &[0, 1, 2, 3, 4, 5, 6], vec![]);
+    let inputs = batch.inputs(&layout);
+    let pass = gpu.begin_pass(&inputs).unwrap();
+    for ty in SUPPORTED_TYPES {
+        let mut rng = Rng::new(ty as u64);
+        let tensor = weight(ty, row_len, n_rows, &rng.values(row_len * n_rows, 2.0));
+        let table = load(&gpu, &tensor, WeightUse::Embedding);
+        let got = host(&gpu, &gpu.embed(&table, &pass).unwrap());
+        for (t, &id) in tokens.iter().enumerate() {
+            let mut expected = vec![0.0; row_len];
+            plumb_ggml::dequantize_row(ty, tensor.row_bytes(id as usize), &mut expected).unwrap();
+            let row = &got[t * row_len..(t + 1) * row_len];
+            // Exact but for a fused multiply-add in the scale arithmetic.
+            let err = max_rel_diff(row, &expected);
+            assert!(err <= 1e-6, "{ty}: row {id} is off by {err} (relative)");
+        }
+    }
+}
+
+/// Products with subgroup operations where the device has them, and through workgroup
+/// memory.
+fn both_matmul_paths(gpu: WgpuBackend) -> Vec<WgpuBackend> {
+    let mut paths = vec![with_small_bindings(gpu)];
+    if paths[0].uses_subgroups() {
+        let fallback = common::gpu("both_matmul_paths").expect("a second device");
+        paths.push(with_small_bindings(fallback.without_subgroups()));
+    } else {
+        plumb_testutil::skip(
+            "matmul_matches_the_reference_for_every_type_and_batch_size",
+            "the device has no subgroup operations: only the workgroup-memory path is tested",
+        );
+    }
+    paths
+}
+
+#[test]
+fn matmul_matches_the_reference_for_every_type_and_batch_size() {
+    let paths = both_matmul_paths(require_gpu!());
+    let reference = RefBackend::new();
+    let (k, m) = (512, 128);
+    for (gpu, ty) in paths.iter().flat_map(|g| SUPPORTED_TYPES.map(|ty| (g, ty))) {
+        let path = if gpu.uses_subgroups() {
+            "subgroups"
+        } else {
+            "workgroup memory"
+        };
+        let mut rng = Rng::new(100 + ty as u64);
+        let tensor = weight(ty, k, m, &rng.values(k * m, 0.1));
+        let (w_gpu, w_ref) = (
+            load(gpu, &tensor, WeightUse::Matrix),
+            load(&reference, &tensor, WeightUse::Matrix),
+        );
+        // 1 (decoding), and batches across the kernel's 16-token tiles and the 8-token
+        // windows of the small bindings.
+        for n in [1, 2, 9, 17] {
+            let x = rng.values(n * k, 1.0);
+            let got = gpu.matmul(&gpu.upload(n, k, x.clone()).unwrap(), &w_gpu);
+            let expected = reference.matmul(&reference.upload(n, k, x).unwrap(), &w_ref);
+            let (got, expected) = (
+                host(gpu, &got.unwrap()),
+                host(&reference, &expected.unwrap()),
+            );
+            let err = max_rel_diff(&got, &expected);
+            assert!(err <= 1e-5, "{ty}, {n} tokens, {path}: off by {err}");
+        }
+    }
+}
+
+#[test]
+fn rms_norm_matches_the_reference_per_row_and_per_head() {
+    let gpu = require_gpu!();
+    let reference = RefBackend::new();
+    let mut rng = Rng::new(7);
+    let (n, width) = (5, 96);
+    // Rows of small and of large values.
+    let mut x = rng.values(n * width, 1.0);
+    x[width..2 * width].iter_mut().for_each(|v| *v *= 1000.0);
+    for group in [width, 32] {
+        let w = vector(&rng.values(group, 2.0));
+        let got = gpu.rms_norm(
+            &gpu.upload(n, width, x.clone()).unwrap(),
+            &load(&gpu, &w, WeightUse::Vector),
+            1e-6,
+        );
+        let expected = reference.rms_norm(
+            &reference.upload(n, width, x.clone()).unwrap(),
+            &load(&reference, &w, WeightUse::Vector),
+            1e-6,
+        );
+        let (got, expected) = (
+            host(&gpu, &got.unwrap()),
+            host(&reference, &expected.unwrap()),
+        );
+        for (a, b) in got.iter().zip(&expected) {
+            assert!((a - b).abs() <= 1e-5 * b.abs().max(1.0), "{a} vs {b}");
+        }
+    }
+}
+
+/// Elementwise results, each within 1e-5 of the reference's (relative where large).
+fn assert_close(what: &str, got: &[f32], expected: &[f32]) {
+    assert_eq!(got.len(), expected.len(), "{what}");
+    for (i, (a, b)) in got.iter().zip(expected).enumerate() {
+        assert!(
+            (a - b).abs() <= 1e-5 * b.abs().max(1.0),
+            "{what}: value {i} is {a}, not {b}"
+        );
+    }
+}
+
+#[test]
+fn elementwise_ops_match_the_reference() {
+    let gpu = require_gpu!();
+    let reference = RefBackend::new();
+    let mut rng = Rng::new(11);
+    let (n, width) = (3, 200);
+    let a = rng.values(n * width, 4.0);
+    // Gates out to ±60, where exp overflows in f32 and GELU's tanh must saturate.
+    let b = rng.values(n * width, 60.0);
+    let bias = vector(&rng.values(width, 1.0));
+    let g = |v: &[f32]| gpu.upload(n, width, v.to_vec()).unwrap();
+    let r = |v: &[f32]| reference.upload(n, width, v.to_vec()).unwrap();
+
+    let got = host(&gpu, &gpu.add(&g(&a), &g(&b)).unwrap());
+    let expected = host(&reference, &reference.add(&r(&a), &r(&b)).unwrap());
+    assert_close("add", &got, &expected);
+
+    let got = gpu.add_bias(g(&a), &load(&gpu, &bias, WeightUse::Vector));
+    let expected = reference.add_bias(r(&a), &load(&reference, &bias, WeightUse::Vector));
+    assert_close(
+        "add_bias",
+        &host(&gpu, &got.unwrap()),
+        &host(&reference, &expected.unwrap()),
+    );
+
+    let got = host(&gpu, &gpu.scale(g(&a), -0.37).unwrap());
+    let expected = host(&reference, &reference.scale(r(&a), -0.37).unwrap());
+    assert_close("scale", &got, &expected);
+
+    for act in [Activation::Silu, Activation::GeluTanh] {
+        let got = gpu.gated_activation(&g(&b), &g(&a), act).unwrap();
+        let expected = reference.gated_activation(&r(&b), &r(&a), act).unwrap();
+        assert_close(
+            &format!("{act:?}"),
+            &host(&gpu, &got),
+            &host(&reference, &expected),
+        );
+    }
+}
+
+#[test]
+fn output_rows_are_the_rows_asked_for_in_order() {
+    let gpu = require_gpu!();
+    let (n, width) = (5, 12);
+    let x: Vec<f32> = (0..n * width).map(|i| i as f32).collect();
+    let (batch, layout) = plain_batch(vec![0; n], &[0, 1, 2, 3, 4], vec![4, 0, 4, 2]);
+    let inputs = batch.inputs(&layout);
+    let pass = gpu.begin_pass(&inputs).unwrap();
+    let got = host(
+        &gpu,
+        &gpu.output_rows(&gpu.upload(n, width, x.clone()).unwrap(), &pass)
+            .unwrap(),
+    );
+    let expected: Vec<f32> = [4, 0, 4, 2]
+        .iter()
+        .flat_map(|&r| x[r * width..(r + 1) * width].to_vec())
+        .collect();
+    assert_eq!(got, expected);
+}
+
+#[test]
+fn rope_matches_the_reference_in_both_pairings_with_yarn_and_attn_factor() {
+    let gpu = require_gpu!();
+    let reference = RefBackend::new();
+    let mut rng = Rng::new(13);
+    let (n, head_dim, n_heads) = (6, 64, 3);
+    let width = head_dim * n_heads;
+    // Far positions, in any order: the angles are the host's, per token.
+    let (batch, layout) = plain_batch(vec![0; n], &[0, 1, 17, 4095, 8000, 300], vec![]);
+    let inputs = batch.inputs(&layout);
+    let pass = gpu.begin_pass(&inputs).unwrap();
+    for style in [RopeStyle::Normal, RopeStyle::Neox] {
+        let cases = [
+            (64, None, None, 1.0),
+            (32, Some(rng.values(16, 1.0)), None, 1.0),
+            // YaRN blends scaled and unscaled angles per pair and scales the rotation.
+            (64, None, Some(Yarn::new(64, 64, 10000.0)), 0.8),
+        ];
+        for (n_rot, factors, yarn, attn_factor) in cases {
+            let rope = Rope {
+                style,
+                n_rot,
+                freq_base: 10000.0,
+                freq_scale: 0.5,
+                freq_factors: factors.map(|f| f.iter().map(|v| 1.5 + v).collect()),
+                yarn,
+                attn_factor,
+            };
+            let x = rng.values(n * width, 3.0);
+            let got = gpu.rope(
+                gpu.upload(n, width, x.clone()).unwrap(),
+                head_dim,
+                &rope,
+                &pass,
+            );
+            let expected = reference.rope(
+                reference.upload(n, width, x).unwrap(),
+                head_dim,
+                &rope,
+                &&inputs,
+            );
+            assert_close(
+                &format!("{style:?}, {n_rot} rotated, {yarn:?}, attn_factor {attn_factor}"),
+                &host(&gpu, &got.unwrap()),
+                &host(&reference, &expected.unwrap()),
+            );
+        }
+    }
+}
+
+/// K and V values rounded to f16 first, so that the f16 cache and the reference's f32 cache
+/// hold the same numbers and attention is compared alone.
+fn f16_values(rng: &mut Rng, n: usize, scale: f32) -> Vec<f32> {
+    rng.values(n, scale)
+        .into_iter()
+        .map(|v| half::f16::from_f32(v).to_f32())
+        .collect()
+}
+
+/// Stores K and V for `batch` in every layer of both caches, then attends with random
+/// queries, and compares.
+#[allow(clippy::too_many_arguments)]
+fn store_and_attend(
+    gpu: &WgpuBackend,
+    gpu_kv: &mut <WgpuBackend as Backend>::KvStorage,
+    reference: &RefBackend,
+    ref_kv: &mut <RefBackend as Backend>::KvStorage,
+    layout: &KvLayout,
+    batch: &Batch,
+    n_head: usize,
+    rng: &mut Rng,
+) {
+    let inputs = batch.inputs(layout);
+    let pass = gpu.begin_pass(&inputs).unwrap();
+    let n = batch.tokens.len();
+    for (il, layer) in layout.layers.iter().enumerate() {
+        let k = f16_values(rng, n * layer.k_width(), 2.0);
+        let v = f16_values(rng, n * layer.v_width(), 2.0);
+        let q = rng.values(n * n_head * layer.head_dim_k, 2.0);
+        gpu.store_kv(
+            &gpu.upload(n, layer.k_width(), k.clone()).unwrap(),
+            &gpu.upload(n, layer.v_width(), v.clone()).unwrap(),
+            gpu_kv,
+            il,
+            &pass,
+        )
+        .unwrap();
+        reference
+            .store_kv(
+                &reference.upload(n, layer.k_width(), k).unwrap(),
+                &reference.upload(n, layer.v_width(), v).unwrap(),
+                ref_kv,
+                il,
+                &&inputs,
+            )
+            .unwrap();
+        let step = AttentionStep {
+            layer: il,
+            n_head,
+            scale: 1.0 / (layer.head_dim_k as f32).sqrt(),
+            softcap: None,
+        };
+        let q_width = n_head * layer.head_dim_k;
+        let got = gpu.attention(
+            &gpu.upload(n, q_width, q.clone()).unwrap(),
+            gpu_kv,
+            &step,
+            &pass,
+        );
+        let expected = reference.attention(
+            &reference.upload(n, q_width, q).unwrap(),
+            ref_kv,
+            &step,
+            &&inputs,
+        );
+        let (got, expected) = (
+            host(gpu, &got.unwrap()),
+            host(reference, &expected.unwrap()),
+        );
+        let err = max_rel_diff(&got, &expected);
+        assert!(
+            err <= 1e-5,
+            "layer {il} (window {:?}), {n_head} heads of {}: off by {err}",
+            layer.window,
+            layer.head_dim_k
+        );
+    }
+}
+
+/// Places for sequences of the given lengths, continuing from `starts`, one run each.
+fn places(lengths: &[usize], starts: &[usize]) -> Vec<TokenPos> {
+    lengths
+        .iter()
+        .zip(starts)
+        .enumerate()
+        .flat_map(|(seq, (&len, &start))| {
+            (start..start + len).map(move |pos| TokenPos { seq, pos })
+        })
+        .collect()
+}
+
+#[test]
+fn attention_over_the_paged_cache_matches_the_reference() {
+    let gpu = require_gpu!();
+    let reference = RefBackend::new();
+    // (query heads, KV heads, head width): smollm2's grouping, gemma3's one wide KV head.
+    for (n_head, n_head_kv, head_dim) in [(6, 2, 64), (4, 1, 256)] {
+        let mut rng = Rng::new(17 + head_dim as u64);
+        // A global layer and a layer with a window of 5, in blocks of 4: three sequences.
+        let config = KvConfig::new(24, 3, 40).with_block_size(4);
+        let layout = KvLayout::new(
+            &config,
+            vec![
+                LayerKv::new(n_head_kv, head_dim, head_dim, None),
+                LayerKv::new(n_head_kv, head_dim, head_dim, Some(5)),
+            ],
+        );
+        // Each group's blocks, shuffled among the sequences.
+        let tables: Vec<Vec<Vec<u32>>> = layout
+            .groups
+            .iter()
+            .map(|g| {
+                let mut ids: Vec<u32> = (0..g.n_blocks as u32).collect();
+                for i in (1..ids.len()).rev() {
+                    ids.swap(i, rng.below(i + 1));
+                }
+                ids.chunks(g.n_blocks / 3)
+                    .take(3)
+                    .map(<[u32]>::to_vec)
+                    .collect()
+            })
+            .collect();
+        let mut gpu_kv = gpu.new_kv_storage(&layout).unwrap();
+        let mut ref_kv = reference.new_kv_storage(&layout).unwrap();
+
+        // A prompt pass of three sequences, then one decoding step of each.
+        let lengths = [13, 6, 9];
+        let prompt = Batch {
+            tokens: vec![0; 28],
+            places: places(&lengths, &[0, 0, 0]),
+            output_rows: vec![],
+            tables: tables.clone(),
+        };
+        store_and_attend(
+            &gpu,
+            &mut gpu_kv,
+            &reference,
+            &mut ref_kv,
+            &layout,
+            &prompt,
+            n_head,
+            &mut rng,
+        );
+
+        // Sequence 0's second block (positions 4..8) copied to sequence 2's last block, which
+        // then stands in for it in sequence 0's table: attention must read the copy.
+        let mut tables = tables;
+        let copies: Vec<BlockCopy> = (0..layout.groups.len())
+            .map(|g| {
+                let (src, dst) = (tables[g][0][1], *tables[g][2].last().unwrap());
+                tables[g][0][1] = dst;
+                BlockCopy {
+                    group: g,
+                    src: src as usize * 4,
+                    dst: dst as usize * 4,
+                    len: 4,
+                }
+            })
+            .collect();
+        gpu.copy_kv_blocks(&mut gpu_kv, &copies).unwrap();
+        reference.copy_kv_blocks(&mut ref_kv, &copies).unwrap();
+
+        let decode = Batch {
+            tokens: vec![0; 2],
+            places: places(&[1, 1], &lengths[..2]),
+            output_rows: vec![],
+            tables,
+        };
+        store_and_attend(
+            &gpu,
+            &mut gpu_kv,
+            &reference,
+            &mut ref_kv,
+            &layout,
+            &decode,
+            n_head,
+            &mut rng,
+        );
+    }
+}
+
+#[test]
+fn top_k_matches_the_host_selection_with_ties_and_nan() {
+    // 20 rows of 4 KiB in windows of 4.
+    let gpu = with_small_bindings(require_gpu!());
+    let mut rng = Rng::new(19);
+    let (n, width) = (20, 1024);
+    // Quarter steps: many ties, which go to the lower id.
+    let mut logits: Vec<f32> = rng
+        .values(n * width, 8.0)
+        .iter()
+        .map(|v| (v * 4.0).round() / 4.0)
+        .collect();
+    logits[width + 10] = f32::NAN;
+    logits[width + 11] = f32::NEG_INFINITY;
+    logits[2 * width + 999] = 100.0;
+    let x = gpu.upload(n, width, logits.clone()).unwrap();
+    for k in [1, 7, 1003] {
+        let got = gpu.top_k(&x, k).unwrap();
+        for (row, got) in got.iter().enumerate() {
+            let expected = plumb_model::top_k(&logits[row * width..(row + 1) * width], k);
+            assert_eq!(got.len(), expected.len(), "row {row}, k {k}");
+            for (j, (a, b)) in got.iter().zip(&expected).enumerate() {
+                assert!(
+                    a.0 == b.0 && a.1.to_bits() == b.1.to_bits(),
+                    "row {row}, k {k}: choice {j} is {a:?}, not {b:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn unreadable_weights_are_refused_by_name() {
+    let gpu = require_gpu!();
+    let mut rng = Rng::new(23);
+    let q2 = weight(GgmlType::Q2_K, 256, 2, &rng.values(512, 1.0));
+    let err = gpu
+        .load_weight(q2, WeightUse::Matrix)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("\"w\"") && err.contains("Q2_K"), "{err}");
+
+    let gpu = gpu.with_max_binding(1000);
+    let wide = weight(GgmlType::F32, 512, 2, &rng.values(1024, 1.0));
+    let err = gpu
+        .load_weight(wide, WeightUse::Matrix)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("2048 bytes, more than a binding"), "{err}");
+}

@@ -1,0 +1,47 @@
+//! A forward pass on the wgpu backend is one command buffer with one readback, the logits,
+//! and decoding token by token gives the logits of the whole sequence evaluated at once.
+
+mod common;
+
+use plumb_backend_wgpu::WgpuBackend;
+use plumb_model::{KvConfig, LogitsFor, Model};
+use plumb_testutil::require_model;
+
+const TOKENS: [u32; 6] = [1, 504, 3458, 282, 4649, 314];
+
+#[test]
+fn a_decode_step_is_one_command_buffer_and_matches_the_whole_sequence() {
+    let gpu = require_gpu!();
+    let path = require_model!("smollm2-135m");
+    let model = Model::load(&path, gpu).unwrap();
+    let config = KvConfig::new(16, 1, 16);
+
+    let mut cache = model.new_kv_cache(config).unwrap();
+    let whole = model.eval(&mut cache, 0, &TOKENS, LogitsFor::Last).unwrap();
+
+    let mut cache = model.new_kv_cache(config).unwrap();
+    let backend: &WgpuBackend = model.backend();
+    let mut last = None;
+    for (i, &token) in TOKENS.iter().enumerate() {
+        let before = backend.command_buffers_submitted();
+        last = Some(
+            model
+                .eval(&mut cache, 0, &[token], LogitsFor::Last)
+                .unwrap(),
+        );
+        assert_eq!(
+            backend.command_buffers_submitted() - before,
+            1,
+            "decoding token {i} took more than one command buffer"
+        );
+    }
+    let (a, b) = (
+        whole.last().unwrap(),
+        last.as_ref().unwrap().last().unwrap(),
+    );
+    let err = common::max_rel_diff(b, a);
+    assert!(
+        err <= 1e-4,
+        "decoded logits are off by {err} from the whole sequence's"
+    );
+}
