@@ -1,6 +1,7 @@
 //! The matrix products and embedding lookups of the CUDA backend against the f64 product of
 //! `plumb_ggml`'s dequantized weights: every supported type, decoding (1 to 8 rows, the
-//! matrix-vector kernels) and prefill (cuBLAS) row counts, rows whose alignment varies, huge
+//! matrix-vector kernels), batched decoding (up to 16 rows, the 8-bit kernels in groups of 8)
+//! and prefill (cuBLAS) row counts, rows whose alignment varies, huge
 //! activations next to small ones, and lookups bit for bit.
 
 mod common;
@@ -17,8 +18,10 @@ const TYPES: [GgmlType; 13] = {
     ]
 };
 
-/// 1 to 8 rows take the matrix-vector kernels; 17 and 64 take cuBLAS.
-const ROW_COUNTS: [usize; 6] = [1, 2, 3, 8, 17, 64];
+/// 1 to 8 rows take the matrix-vector kernels. 11 (a group of 8, then 3 rows) and 16 (two
+/// groups) take the batched 8-bit kernels for `Q8_TYPES`, cuBLAS for the others; 17 and 64 take
+/// cuBLAS.
+const ROW_COUNTS: [usize; 8] = [1, 2, 3, 8, 11, 16, 17, 64];
 
 /// The matrix-vector kernels accumulate in f32 in another order than the f64 reference.
 const TOL_MATVEC: f32 = 2e-5;
@@ -37,10 +40,11 @@ const TOL_Q8: f32 = 4e-2;
 const TOL_GEMM: f32 = 2e-3;
 
 fn tolerance(ty: GgmlType, n: usize) -> f32 {
-    if n > 8 {
-        TOL_GEMM
-    } else if Q8_TYPES.contains(&ty) {
+    let q8 = Q8_TYPES.contains(&ty);
+    if q8 && n <= 16 {
         TOL_Q8
+    } else if n > 8 {
+        TOL_GEMM
     } else {
         TOL_MATVEC
     }
@@ -180,7 +184,7 @@ fn huge_activations_leave_small_ones_intact() {
         let (tensor, w) = weight(&cuda, "w", ty, &[k, m], &values);
         let wf = dequantized(&tensor, ty);
         assert!((0..m).all(|r| wf[r * k + outlier] == 0.0));
-        for n in [1, 17] {
+        for n in [1, 11, 17] {
             let mut x = rng.values(n * k);
             for i in 0..n {
                 x[i * k + outlier] = 1e5;
@@ -217,12 +221,13 @@ fn outliers_are_split_off_before_quantizing() {
         let values = rng.values(m * k);
         let (tensor, w) = weight(&cuda, "w", ty, &[k, m], &values);
         let wf = dequantized(&tensor, ty);
-        for n in [1, 3] {
+        // 11 rows: a group of 8 and 3 rows, each with its own rows' outliers.
+        for n in [1, 3, 11] {
             let small = rng.values(n * k);
             let mut x = small.clone();
-            // Every row has one, in a different block; the last row a second one.
+            // Every row has one, in another block than the row before; the last row a second one.
             for i in 0..n {
-                x[i * k + 37 + 64 * i] = if i % 2 == 0 { 4000.0 } else { -4000.0 };
+                x[i * k + (37 + 64 * i) % k] = if i % 2 == 0 { 4000.0 } else { -4000.0 };
             }
             x[n * k - 3] = 2500.0;
             let want = product(&x, &wf, n, k, m);

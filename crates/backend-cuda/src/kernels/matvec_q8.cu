@@ -1,5 +1,6 @@
 // (After blocks.cuh and matmul.cu, whose weight loads it shares.) Matrix-vector products with
-// 8-bit activations: y[n × m] = x[n × k] · Wᵀ for n ≤ 8, as llama.cpp's mmvq.
+// 8-bit activations: y[n × m] = x[n × k] · Wᵀ for n ≤ 8, as llama.cpp's mmvq; and for batched
+// decoding, the same products on groups of 8 activation rows with more weight rows per warp.
 //
 // quantize_q8 turns each activation row into blocks of 32 int8 values with a scale d and the
 // sum of the values the block stands for, d Σ q (q = round(x / d), d = max |x| / 127). The products
@@ -407,30 +408,36 @@ __device__ float weight_at(const u8* row, int col) {
     return y[col % D::P];
 }
 
-template <class T, int N, int R>
+// R weight rows per warp times N activation rows: those of group `group` (rows N · group on).
+// AHEAD chunks per lane are loaded before their use.
+template <class T, int N, int R, int AHEAD>
 __device__ __forceinline__ void matvec_q8(const u8* __restrict__ w,
                                           const signed char* __restrict__ xq,
                                           const float2* __restrict__ xd,
                                           const u32* __restrict__ outliers, int cap,
                                           float* __restrict__ y, int k, int m,
-                                          long long row_bytes) {
+                                          long long row_bytes, int group) {
     const int lane = threadIdx.x & 31;
     const int row0 = (blockIdx.x * WARPS + (threadIdx.x >> 5)) * R;
     if (row0 >= m) return;
+    xq += (long long)group * N * k;
+    xd += (long long)group * N * (k / 32);
+    outliers += (long long)group * N * (1 + 2 * cap);
+    y += (long long)group * N * m;
     const u8* rows[R];
 #pragma unroll
     for (int r = 0; r < R; r++) rows[r] = w + (long long)min(row0 + r, m - 1) * row_bytes;
     const int chunks = k / T::CH;
     float acc[R][N] = {};
-    for (int c = lane; c < chunks; c += 32 * T::AHEAD) {
-        typename T::Raw raw[T::AHEAD][R];
+    for (int c = lane; c < chunks; c += 32 * AHEAD) {
+        typename T::Raw raw[AHEAD][R];
 #pragma unroll
-        for (int u = 0; u < T::AHEAD; u++)
+        for (int u = 0; u < AHEAD; u++)
             if (c + 32 * u < chunks)
 #pragma unroll
                 for (int r = 0; r < R; r++) raw[u][r] = T::load(rows[r], c + 32 * u);
 #pragma unroll
-        for (int u = 0; u < T::AHEAD; u++)
+        for (int u = 0; u < AHEAD; u++)
             if (c + 32 * u < chunks) T::template dot<N, R>(raw[u], xq, xd, k, c + 32 * u, acc);
     }
 #pragma unroll
@@ -438,7 +445,7 @@ __device__ __forceinline__ void matvec_q8(const u8* __restrict__ w,
 #pragma unroll
         for (int j = 0; j < N; j++) {
             float v = warp_sum(acc[r][j]);
-            if (lane == r * N + j && row0 + r < m) {
+            if (lane == (r * N + j) % 32 && row0 + r < m) {
                 const u32* o = outliers + (long long)j * (1 + 2 * cap);
                 for (u32 i = 0; i < o[0]; i++)
                     v = __fmaf_rn(weight_at<typename T::Deq>(rows[r], (int)o[1 + 2 * i]),
@@ -453,11 +460,33 @@ __device__ __forceinline__ void matvec_q8(const u8* __restrict__ w,
         const u8* __restrict__ w, const signed char* __restrict__ xq,                          \
         const float2* __restrict__ xd, const u32* __restrict__ outliers, int cap,              \
         float* __restrict__ y, int k, int m, long long row_bytes) {                            \
-        matvec_q8<T, N, R>(w, xq, xd, outliers, cap, y, k, m, row_bytes);                      \
+        matvec_q8<T, N, R, T::AHEAD>(w, xq, xd, outliers, cap, y, k, m, row_bytes, 0);         \
     }
 #define MVQ_ALL(name, T, R) \
     MVQ(name, T, 1, R) MVQ(name, T, 2, R) MVQ(name, T, 3, R) MVQ(name, T, 4, R) \
     MVQ(name, T, 5, R) MVQ(name, T, 6, R) MVQ(name, T, 7, R) MVQ(name, T, 8, R)
+
+// Batched decoding: the 8 activation rows of group blockIdx.y times BATCH_ROWS weight rows a
+// warp, each chunk loaded just before its use, so that a warp's load of an activation chunk
+// serves 4 weight rows instead of ROWS (2). 7B Q4_K_M, 16 sequences: 1,104 tokens/s with 2 rows a
+// warp, 1,293 with 4, 1,074 with 8 (which has too many registers for more than one chunk).
+#define BATCH_ROWS 4
+#define MMQ(name, T)                                                                           \
+    extern "C" __global__ void __launch_bounds__(32 * WARPS) mmq_##name(                       \
+        const u8* __restrict__ w, const signed char* __restrict__ xq,                          \
+        const float2* __restrict__ xd, const u32* __restrict__ outliers, int cap,              \
+        float* __restrict__ y, int k, int m, long long row_bytes) {                            \
+        matvec_q8<T, 8, BATCH_ROWS, 1>(w, xq, xd, outliers, cap, y, k, m, row_bytes,           \
+                                       blockIdx.y);                                            \
+    }
+
+MMQ(q4_0, Q4_0_Q8)
+MMQ(q4_1, Q4_1_Q8)
+MMQ(q5_0, Q5_0_Q8)
+MMQ(q8_0, Q8_0_Q8)
+MMQ(q4_k, Q4_K_Q8)
+MMQ(q5_k, Q5_K_Q8)
+MMQ(q6_k, Q6_K_Q8)
 
 MVQ_ALL(q4_0, Q4_0_Q8, ROWS)
 MVQ_ALL(q4_1, Q4_1_Q8, ROWS)
