@@ -88,10 +88,12 @@ extern "C" __global__ void dequant_bf16(const u8* w, long long row_bytes, float*
 // Row blockIdx.x of x (n × k, f32) to f16, times 2^e with e chosen so that the row's largest
 // magnitude lands in [2^14, 2^15): far from f16's overflow (65504) and from its subnormals, so
 // that small values next to huge outliers keep f16's full precision. scale[row] = 2^-e undoes
-// it. One block of 256 threads per row.
-extern "C" __global__ void x_to_f16(const float* __restrict__ x, u16* __restrict__ out,
-                                    float* __restrict__ scale, int k) {
-    __shared__ float part[8];
+// it. One block of X_TO_F16_THREADS threads per row.
+#define X_TO_F16_THREADS 1024
+extern "C" __global__ void __launch_bounds__(X_TO_F16_THREADS)
+    x_to_f16(const float* __restrict__ x, u16* __restrict__ out, float* __restrict__ scale,
+             int k) {
+    __shared__ float part[X_TO_F16_THREADS / 32];
     const float* xr = x + (long long)blockIdx.x * k;
     float amax = 0.0f;
     for (int i = threadIdx.x; i < k; i += blockDim.x) amax = fmaxf(amax, fabsf(xr[i]));
