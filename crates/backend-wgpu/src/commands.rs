@@ -8,13 +8,21 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use crate::gpu::Gpu;
+use crate::params::Params;
 
 /// The command encoder of the work recorded since the last readback.
 #[derive(Default)]
 pub(crate) struct Recorder {
-    pending: Mutex<Option<Pending>>,
+    state: Mutex<State>,
     /// Command buffers submitted so far.
     submitted: AtomicU64,
+}
+
+#[derive(Default)]
+struct State {
+    pending: Option<Pending>,
+    /// The parameters of the pending dispatches.
+    params: Params,
 }
 
 /// Work recorded and not yet submitted: the encoder, and the compute pass dispatches are
@@ -63,8 +71,13 @@ impl Recorder {
     /// Runs `record` on the pending encoder (a command other than a dispatch), starting one
     /// if there is none.
     pub fn record<T>(&self, gpu: &Gpu, record: impl FnOnce(&mut wgpu::CommandEncoder) -> T) -> T {
-        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        record(pending.get_or_insert_with(|| Pending::new(gpu)).encoder())
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        record(
+            state
+                .pending
+                .get_or_insert_with(|| Pending::new(gpu))
+                .encoder(),
+        )
     }
 
     /// Records one dispatch of `pipeline` over `workgroups` workgroups (laid out in x and y,
@@ -90,8 +103,9 @@ impl Recorder {
                 "{workgroups} × {z} workgroups exceed the adapter's {max} per dimension"
             ));
         }
-        let uniform = gpu.uniform(params);
-        let entries: Vec<wgpu::BindGroupEntry<'_>> = std::iter::once(uniform.as_entire_binding())
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let params = state.params.stage(gpu, params);
+        let entries: Vec<wgpu::BindGroupEntry<'_>> = std::iter::once(params.binding())
             .chain(bindings.iter().cloned().map(wgpu::BindingResource::Buffer))
             .enumerate()
             .map(|(i, resource)| wgpu::BindGroupEntry {
@@ -104,8 +118,8 @@ impl Recorder {
             layout: &pipeline.get_bind_group_layout(0),
             entries: &entries,
         });
-        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        let pass = pending
+        let pass = state
+            .pending
             .get_or_insert_with(|| Pending::new(gpu))
             .compute_pass();
         pass.set_pipeline(pipeline);
@@ -156,12 +170,9 @@ impl Recorder {
 
     /// Submits the pending work, if any.
     pub fn submit(&self, gpu: &Gpu) -> Result<(), String> {
-        let pending = self
-            .pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        if let Some(pending) = pending {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(pending) = state.pending.take() {
+            state.params.write(gpu);
             gpu.queue.submit([pending.finish()]);
             self.submitted.fetch_add(1, Ordering::Relaxed);
         }

@@ -21,6 +21,7 @@ mod commands;
 mod gpu;
 mod kernels;
 mod kv_storage;
+mod params;
 mod pass;
 mod quant;
 mod tensor;
