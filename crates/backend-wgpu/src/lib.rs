@@ -17,6 +17,7 @@
 //! else a reduction in workgroup memory; both are tested. `shader-f16` is not needed: f16
 //! values are packed and unpacked with WGSL's core `pack2x16float`/`unpack2x16float`.
 
+mod buffer_pool;
 mod commands;
 mod gpu;
 mod kernels;
@@ -41,6 +42,7 @@ pub use quant::SUPPORTED as SUPPORTED_TYPES;
 pub use tensor::GpuTensor;
 pub use weights::GpuWeight;
 
+use buffer_pool::BufferPool;
 use commands::Recorder;
 use gpu::{Gpu, TENSOR_USAGE};
 use kernels::{Kernel, Kernels};
@@ -59,6 +61,8 @@ pub struct WgpuBackend {
     kernels: Kernels,
     recorder: Recorder,
     uploaded: Uploaded,
+    /// Activation buffers of dropped tensors, for the next tensors of their sizes.
+    pool: BufferPool,
     /// The largest binding: the adapter's, unless a test asks for less.
     max_binding: u64,
     /// Whether the matrix products use subgroup operations (where the device has them).
@@ -97,6 +101,7 @@ impl WgpuBackend {
             kernels: Kernels::default(),
             recorder: Recorder::default(),
             uploaded: Uploaded::default(),
+            pool: BufferPool::default(),
         })
     }
 
@@ -240,9 +245,10 @@ impl WgpuBackend {
             ));
         }
         Ok(GpuTensor {
-            buffer: self.gpu.buffer(op, bytes, TENSOR_USAGE),
+            buffer: self.pool.take(&self.gpu, op, bytes),
             n_tokens,
             width,
+            pool: Some(self.pool.clone()),
         })
     }
 
@@ -383,6 +389,7 @@ impl Backend for WgpuBackend {
             buffer: self.gpu.storage_init("upload", &words),
             n_tokens,
             width,
+            pool: None,
         })
     }
 
