@@ -7,6 +7,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use crate::bind_groups::{BindGroups, Bound};
 use crate::gpu::Gpu;
 use crate::params::Params;
 
@@ -23,6 +24,7 @@ struct State {
     pending: Option<Pending>,
     /// The parameters of the pending dispatches.
     params: Params,
+    bind_groups: BindGroups,
 }
 
 /// Work recorded and not yet submitted: the encoder, and the compute pass dispatches are
@@ -104,20 +106,10 @@ impl Recorder {
             ));
         }
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let params = state.params.stage(gpu, params);
-        let entries: Vec<wgpu::BindGroupEntry<'_>> = std::iter::once(params.binding())
-            .chain(bindings.iter().cloned().map(wgpu::BindingResource::Buffer))
-            .enumerate()
-            .map(|(i, resource)| wgpu::BindGroupEntry {
-                binding: i as u32,
-                resource,
-            })
+        let bound = std::iter::once(state.params.stage(gpu, params))
+            .chain(bindings.iter().map(Bound::of))
             .collect();
-        let bind_group = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: None,
-            layout: &pipeline.get_bind_group_layout(0),
-            entries: &entries,
-        });
+        let bind_group = state.bind_groups.get(gpu, pipeline, bound);
         let pass = state
             .pending
             .get_or_insert_with(|| Pending::new(gpu))
@@ -173,6 +165,7 @@ impl Recorder {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(pending) = state.pending.take() {
             state.params.write(gpu);
+            state.bind_groups.submitted();
             gpu.queue.submit([pending.finish()]);
             self.submitted.fetch_add(1, Ordering::Relaxed);
         }

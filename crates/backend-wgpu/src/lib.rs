@@ -17,6 +17,7 @@
 //! else a reduction in workgroup memory; both are tested. `shader-f16` is not needed: f16
 //! values are packed and unpacked with WGSL's core `pack2x16float`/`unpack2x16float`.
 
+mod bind_groups;
 mod buffer_pool;
 mod commands;
 mod gpu;

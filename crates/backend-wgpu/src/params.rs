@@ -3,6 +3,7 @@
 //! buffer before each submission. A buffer created per dispatch costs host time in every
 //! decode step, hundreds of times over.
 
+use crate::bind_groups::Bound;
 use crate::gpu::Gpu;
 
 /// Bytes of one uniform buffer: 256 dispatches at the largest offset alignment WebGPU allows
@@ -18,26 +19,9 @@ pub(crate) struct Params {
     staged: Vec<u8>,
 }
 
-/// One dispatch's parameters: `size` bytes of `buffer` from `offset`.
-pub(crate) struct Staged {
-    buffer: wgpu::Buffer,
-    offset: u64,
-    size: u64,
-}
-
-impl Staged {
-    pub fn binding(&self) -> wgpu::BindingResource<'_> {
-        wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-            buffer: &self.buffer,
-            offset: self.offset,
-            size: std::num::NonZeroU64::new(self.size),
-        })
-    }
-}
-
 impl Params {
     /// Where `words`, padded to 16 bytes, will be when the next submission runs.
-    pub fn stage(&mut self, gpu: &Gpu, words: &[u32]) -> Staged {
+    pub fn stage(&mut self, gpu: &Gpu, words: &[u32]) -> Bound {
         let align = (gpu.limits.min_uniform_buffer_offset_alignment as usize).max(16);
         let size = (words.len() * 4).next_multiple_of(16).max(16);
         let mut offset = self.staged.len().next_multiple_of(align);
@@ -56,10 +40,10 @@ impl Params {
         self.staged.resize(offset, 0);
         self.staged.extend_from_slice(bytemuck::cast_slice(words));
         self.staged.resize(offset + size, 0);
-        Staged {
+        Bound {
             buffer: self.blocks[block].clone(),
             offset: (offset % BLOCK_BYTES) as u64,
-            size: size as u64,
+            size: std::num::NonZeroU64::new(size as u64),
         }
     }
 
