@@ -1,31 +1,85 @@
 //! Recording: every op appends its dispatch to one pending command encoder, which is
 //! submitted only when something is read back. A forward pass is thus one command buffer,
-//! and the logits (or the top-k ids) are its only readback.
+//! and the logits (or the top-k ids) are its only readback. Consecutive dispatches share one
+//! compute pass (wgpu orders them as it orders passes): a decode step of a 7B model has
+//! hundreds, and a pass for each costs host time in every step.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use crate::bind_groups::{BindGroups, Bound};
 use crate::gpu::Gpu;
+use crate::params::Params;
 
 /// The command encoder of the work recorded since the last readback.
 #[derive(Default)]
 pub(crate) struct Recorder {
-    pending: Mutex<Option<wgpu::CommandEncoder>>,
+    state: Mutex<State>,
     /// Command buffers submitted so far.
     submitted: AtomicU64,
 }
 
-impl Recorder {
-    /// Runs `record` on the pending encoder, starting one if there is none.
-    pub fn record<T>(&self, gpu: &Gpu, record: impl FnOnce(&mut wgpu::CommandEncoder) -> T) -> T {
-        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        let encoder = pending.get_or_insert_with(|| {
-            gpu.device
+#[derive(Default)]
+struct State {
+    pending: Option<Pending>,
+    /// The parameters of the pending dispatches.
+    params: Params,
+    bind_groups: BindGroups,
+}
+
+/// Work recorded and not yet submitted: the encoder, and the compute pass dispatches are
+/// appended to while no other command came between them.
+struct Pending {
+    /// Declared first: the pass is dropped, so ended, before its encoder.
+    pass: Option<wgpu::ComputePass<'static>>,
+    encoder: wgpu::CommandEncoder,
+}
+
+impl Pending {
+    fn new(gpu: &Gpu) -> Pending {
+        Pending {
+            pass: None,
+            encoder: gpu
+                .device
                 .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                     label: Some("plumb pass"),
-                })
-        });
-        record(encoder)
+                }),
+        }
+    }
+
+    /// The encoder, with the compute pass ended: it takes no other command while one is open.
+    fn encoder(&mut self) -> &mut wgpu::CommandEncoder {
+        self.pass = None;
+        &mut self.encoder
+    }
+
+    /// The open compute pass, begun now unless one is open.
+    fn compute_pass(&mut self) -> &mut wgpu::ComputePass<'static> {
+        let encoder = &mut self.encoder;
+        self.pass.get_or_insert_with(|| {
+            encoder
+                .begin_compute_pass(&wgpu::ComputePassDescriptor::default())
+                .forget_lifetime()
+        })
+    }
+
+    fn finish(mut self) -> wgpu::CommandBuffer {
+        self.pass = None;
+        self.encoder.finish()
+    }
+}
+
+impl Recorder {
+    /// Runs `record` on the pending encoder (a command other than a dispatch), starting one
+    /// if there is none.
+    pub fn record<T>(&self, gpu: &Gpu, record: impl FnOnce(&mut wgpu::CommandEncoder) -> T) -> T {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        record(
+            state
+                .pending
+                .get_or_insert_with(|| Pending::new(gpu))
+                .encoder(),
+        )
     }
 
     /// Records one dispatch of `pipeline` over `workgroups` workgroups (laid out in x and y,
@@ -51,26 +105,18 @@ impl Recorder {
                 "{workgroups} × {z} workgroups exceed the adapter's {max} per dimension"
             ));
         }
-        let uniform = gpu.uniform(params);
-        let entries: Vec<wgpu::BindGroupEntry<'_>> = std::iter::once(uniform.as_entire_binding())
-            .chain(bindings.iter().cloned().map(wgpu::BindingResource::Buffer))
-            .enumerate()
-            .map(|(i, resource)| wgpu::BindGroupEntry {
-                binding: i as u32,
-                resource,
-            })
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let bound = std::iter::once(state.params.stage(gpu, params))
+            .chain(bindings.iter().map(Bound::of))
             .collect();
-        let bind_group = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: None,
-            layout: &pipeline.get_bind_group_layout(0),
-            entries: &entries,
-        });
-        self.record(gpu, |encoder| {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
-            pass.set_pipeline(pipeline);
-            pass.set_bind_group(0, &bind_group, &[]);
-            pass.dispatch_workgroups(x as u32, y as u32, z as u32);
-        });
+        let bind_group = state.bind_groups.get(gpu, pipeline, bound);
+        let pass = state
+            .pending
+            .get_or_insert_with(|| Pending::new(gpu))
+            .compute_pass();
+        pass.set_pipeline(pipeline);
+        pass.set_bind_group(0, &bind_group, &[]);
+        pass.dispatch_workgroups(x as u32, y as u32, z as u32);
         Ok(())
     }
 
@@ -116,13 +162,11 @@ impl Recorder {
 
     /// Submits the pending work, if any.
     pub fn submit(&self, gpu: &Gpu) -> Result<(), String> {
-        let pending = self
-            .pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        if let Some(encoder) = pending {
-            gpu.queue.submit([encoder.finish()]);
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(pending) = state.pending.take() {
+            state.params.write(gpu);
+            state.bind_groups.submitted();
+            gpu.queue.submit([pending.finish()]);
             self.submitted.fetch_add(1, Ordering::Relaxed);
         }
         match gpu.take_error() {

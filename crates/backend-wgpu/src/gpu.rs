@@ -121,18 +121,6 @@ impl Gpu {
             })
     }
 
-    /// A uniform buffer holding a kernel's parameters, padded to 16 bytes.
-    pub fn uniform(&self, words: &[u32]) -> wgpu::Buffer {
-        let mut padded = words.to_vec();
-        padded.resize(words.len().next_multiple_of(4).max(4), 0);
-        self.device
-            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: Some("params"),
-                contents: bytemuck::cast_slice(&padded),
-                usage: wgpu::BufferUsages::UNIFORM,
-            })
-    }
-
     /// Writes `bytes` to the start of `buffer`, a partial last word zero-padded. The write
     /// happens before the next submission.
     pub fn write(&self, buffer: &wgpu::Buffer, bytes: &[u8]) {

@@ -1,5 +1,6 @@
 //! The WGSL kernels and their compute pipelines, built on first use. The kernels that read
-//! weights are built once per weight type, with that type's dequantization.
+//! weights are built once per weight type, with that type's dequantization; the mat-vec
+//! kernels also once per number of rows a subgroup (or workgroup) takes.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -14,6 +15,16 @@ pub(crate) enum Kernel {
     Matmul(Quant),
     /// The matrix product with subgroup operations, where the device has them.
     MatmulSubgroup(Quant),
+    /// The product for a few tokens (decoding): `rows` rows per workgroup.
+    Matvec {
+        quant: Quant,
+        rows: u32,
+    },
+    /// The same with subgroup operations: `rows` rows per subgroup.
+    MatvecSubgroup {
+        quant: Quant,
+        rows: u32,
+    },
     Embed(Quant),
     RmsNorm,
     Add,
@@ -32,6 +43,8 @@ impl Kernel {
         match self {
             Kernel::Matmul(_) => "matmul",
             Kernel::MatmulSubgroup(_) => "matmul_subgroup",
+            Kernel::Matvec { .. } => "matvec",
+            Kernel::MatvecSubgroup { .. } => "matvec_subgroup",
             Kernel::Embed(_) => "embed",
             Kernel::RmsNorm => "rms_norm",
             Kernel::Add => "add",
@@ -50,6 +63,8 @@ impl Kernel {
         match self {
             Kernel::Matmul(_) => include_str!("shaders/matmul.wgsl"),
             Kernel::MatmulSubgroup(_) => include_str!("shaders/matmul_subgroup.wgsl"),
+            Kernel::Matvec { .. } => include_str!("shaders/matvec.wgsl"),
+            Kernel::MatvecSubgroup { .. } => include_str!("shaders/matvec_subgroup.wgsl"),
             Kernel::Embed(_) => include_str!("shaders/embed.wgsl"),
             Kernel::RmsNorm => include_str!("shaders/rms_norm.wgsl"),
             Kernel::Add => include_str!("shaders/add.wgsl"),
@@ -68,8 +83,32 @@ impl Kernel {
     fn quant(self) -> Option<Quant> {
         match self {
             Kernel::Matmul(q) | Kernel::MatmulSubgroup(q) | Kernel::Embed(q) => Some(q),
+            Kernel::Matvec { quant, .. } | Kernel::MatvecSubgroup { quant, .. } => Some(quant),
             _ => None,
         }
+    }
+
+    /// What the kernel's source needs before it: the byte reads and the dequantization of
+    /// its weight type, and for the mat-vec kernels the group products, their row count
+    /// `ROWS` and `dot_group`, the product of the type.
+    fn prelude(self) -> Option<String> {
+        let quant = self.quant()?;
+        let dequant = format!(
+            "{}\n{}\nfn dq4(row: u32, g: u32) -> vec4<f32> {{\n    return {}(row, g);\n}}\n",
+            include_str!("shaders/weight_bytes.wgsl"),
+            include_str!("shaders/dequant.wgsl"),
+            quant.wgsl_fn(),
+        );
+        Some(match self {
+            Kernel::Matvec { rows, .. } | Kernel::MatvecSubgroup { rows, .. } => format!(
+                "{dequant}\nconst ROWS: u32 = {rows}u;\n{}\n\
+                 fn dot_group(rows: array<u32, ROWS>, g: u32, xb: u32, \
+                 acc: ptr<function, array<f32, ROWS>>) {{\n    {}(rows, g, xb, acc);\n}}\n",
+                include_str!("shaders/matvec_dot.wgsl"),
+                quant.matvec_dot().0,
+            ),
+            _ => dequant,
+        })
     }
 }
 
@@ -86,19 +125,18 @@ impl Kernels {
         if let Some(pipeline) = built.get(&kernel) {
             return Ok(pipeline.clone());
         }
-        let source = match kernel.quant() {
-            Some(q) => format!(
-                "{}\n{}\nfn dq4(row: u32, g: u32) -> vec4<f32> {{\n    return {}(row, g);\n}}\n{}",
-                include_str!("shaders/weight_bytes.wgsl"),
-                include_str!("shaders/dequant.wgsl"),
-                q.wgsl_fn(),
-                kernel.source()
-            ),
+        let source = match kernel.prelude() {
+            Some(prelude) => format!("{prelude}\n{}", kernel.source()),
             None => kernel.source().to_owned(),
         };
-        let label = match kernel.quant() {
-            Some(q) => format!("{} {}", kernel.name(), q.wgsl_fn()),
-            None => kernel.name().to_owned(),
+        let label = match kernel {
+            Kernel::Matvec { quant, rows } | Kernel::MatvecSubgroup { quant, rows } => {
+                format!("{} {} × {rows}", kernel.name(), quant.wgsl_fn())
+            }
+            _ => match kernel.quant() {
+                Some(q) => format!("{} {}", kernel.name(), q.wgsl_fn()),
+                None => kernel.name().to_owned(),
+            },
         };
         let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let module = gpu

@@ -54,6 +54,20 @@ impl Quant {
             Quant::Q6K => "dq4_q6_k",
         }
     }
+
+    /// The mat-vec kernels' WGSL function for this type (`shaders/matvec_dot.wgsl`) and the
+    /// values of one of its groups: the values that share their scales.
+    pub fn matvec_dot(self) -> (&'static str, usize) {
+        match self {
+            Quant::F32 | Quant::F16 | Quant::Bf16 => ("dot_dq4", 4),
+            Quant::Q4_1 | Quant::Q5_0 | Quant::Q5_1 => ("dot_dq4_block32", 32),
+            Quant::Q4_0 => ("dot_q4_0", 32),
+            Quant::Q8_0 => ("dot_q8_0", 32),
+            Quant::Q4K => ("dot_q4_k", 64),
+            Quant::Q5K => ("dot_q5_k", 64),
+            Quant::Q6K => ("dot_q6_k", 64),
+        }
+    }
 }
 
 /// Every type with a kernel, for the tests.

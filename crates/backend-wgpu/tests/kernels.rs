@@ -69,12 +69,16 @@ fn embedding_rows_dequantize_as_ggml_does_for_every_type() {
 }
 
 /// Products with subgroup operations where the device has them, and through workgroup
-/// memory.
+/// memory. The mat-vec kernels take their default rows per subgroup on the first and 3 rows
+/// per workgroup on the second: chunks of 8 to 56 rows leave the last subgroup or workgroup
+/// part empty on both.
 fn both_matmul_paths(gpu: WgpuBackend) -> Vec<WgpuBackend> {
     let mut paths = vec![with_small_bindings(gpu)];
     if paths[0].uses_subgroups() {
         let fallback = common::gpu("both_matmul_paths").expect("a second device");
-        paths.push(with_small_bindings(fallback.without_subgroups()));
+        paths.push(with_small_bindings(
+            fallback.without_subgroups().with_matvec_rows(3),
+        ));
     } else {
         plumb_testutil::skip(
             "matmul_matches_the_reference_for_every_type_and_batch_size",
@@ -101,9 +105,9 @@ fn matmul_matches_the_reference_for_every_type_and_batch_size() {
             load(gpu, &tensor, WeightUse::Matrix),
             load(&reference, &tensor, WeightUse::Matrix),
         );
-        // 1 (decoding), and batches across the kernel's 16-token tiles and the 8-token
-        // windows of the small bindings.
-        for n in [1, 2, 9, 17] {
+        // 1 to 4 (decoding: the mat-vec kernels), and batches across the tiled kernel's
+        // 16-token tiles and the 8-token windows of the small bindings.
+        for n in [1, 2, 4, 9, 17] {
             let x = rng.values(n * k, 1.0);
             let got = gpu.matmul(&gpu.upload(n, k, x.clone()).unwrap(), &w_gpu);
             let expected = reference.matmul(&reference.upload(n, k, x).unwrap(), &w_ref);
