@@ -6,8 +6,8 @@ use super::Lanes;
 /// Four lanes as an array, every operation a loop over them (which the compiler may
 /// vectorize for the target's baseline). Four, as SIMD128 has, with `mul_add` rounding twice
 /// as SIMD128's does: the same sums in the same order, so that native plumb capped to its
-/// scalar kernels (`PLUMB_CPU_ISA=scalar`) gives the WebAssembly build's numbers bit for bit,
-/// which is how the page's replies are held to native ones (tools/test-web.mjs).
+/// scalar kernels (`PLUMB_CPU_ISA=scalar`) computes what the WebAssembly build computes; the
+/// page's replies are held to its text (tools/test-web.mjs).
 #[derive(Clone, Copy)]
 pub(crate) struct Scalar([f32; 4]);
 
