@@ -3,12 +3,14 @@
 #   formatting and lints (native, and the core crates for the browser's wasm32-unknown-unknown),
 #   the test models and llama.cpp's tokenizer test vocabularies (fetched once, then cached),
 #   every crate's tests in release mode against the reference data in testdata/, on x86-64
-#   the NEON kernels under qemu user emulation, and the core crates' tests in WebAssembly
-#   under node (tools/test-wasm.sh).
+#   the NEON kernels under qemu user emulation, the core crates' tests in WebAssembly
+#   under node (tools/test-wasm.sh), and the chat page in headless Chromium (tools/test-web.sh).
 #
-# Needs, besides the Rust toolchain (with clippy and rustfmt), python3 with pip and node:
+# Needs, besides the Rust toolchain (with clippy and rustfmt), python3 with pip, node and npm:
 #   rustup target add aarch64-unknown-linux-gnu aarch64-apple-darwin wasm32-unknown-unknown wasm32-wasip1
 #   apt-get install qemu-user gcc-aarch64-linux-gnu
+#   apt-get install --no-install-recommends chromium
+#   cargo install wasm-bindgen-cli --version 0.2.130   (crates/web's wasm-bindgen version)
 # A missing one is an error before anything runs, not a skip. The wgpu backend's tests run on
 # whatever Vulkan adapter the loader finds (.ci/run picks Mesa's lavapipe) and skip loudly
 # without one.
@@ -36,6 +38,12 @@ if [ "$(uname -m)" = x86_64 ]; then
 fi
 missing=""
 command -v node >/dev/null || missing="$missing node"
+command -v npm >/dev/null || missing="$missing npm"
+command -v chromium >/dev/null || command -v chromium-headless-shell >/dev/null ||
+    missing="$missing chromium (apt-get install --no-install-recommends chromium)"
+wasm_bindgen=$(sed -n 's/^wasm-bindgen = "=\(.*\)"/\1/p' crates/web/Cargo.toml)
+wasm-bindgen --version 2>/dev/null | grep -qx "wasm-bindgen $wasm_bindgen" ||
+    missing="$missing wasm-bindgen $wasm_bindgen (cargo install wasm-bindgen-cli --version $wasm_bindgen)"
 for target in wasm32-unknown-unknown wasm32-wasip1; do
     rustup target list --installed 2>/dev/null | grep -qx $target ||
         missing="$missing the $target Rust target (rustup target add $target)"
@@ -50,9 +58,9 @@ cargo fmt --all --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo clippy for the browser (wasm32-unknown-unknown)"
-# The crates a page needs: everything from the GGUF reader to the engine.
+# The crates a page needs: everything from the GGUF reader to the engine, and the page's API.
 cargo clippy --target wasm32-unknown-unknown -p plumb-gguf -p plumb-ggml -p plumb-tokenizer \
-    -p plumb-model -p plumb-backend-cpu -p plumb-engine -- -D warnings
+    -p plumb-model -p plumb-backend-cpu -p plumb-engine -p plumb-web -- -D warnings
 echo "== the wgpu backend for Apple silicon (Metal), compiled only"
 cargo clippy --target aarch64-apple-darwin -p plumb-backend-wgpu -- -D warnings
 echo "== test models"
@@ -68,4 +76,6 @@ if [ "$(uname -m)" = x86_64 ]; then
 fi
 echo "== the core crates' tests in WebAssembly, under node"
 tools/test-wasm.sh
+echo "== the chat page in headless Chromium"
+tools/test-web.sh
 echo "test-all: every step passed"

@@ -9,7 +9,7 @@ use plumb_model::{Architecture, Backend, Model};
 use plumb_tokenizer::{ChatMessage, ChatTemplate, Tokenizer};
 use serde::{Deserialize, Serialize};
 
-use crate::generate::{GenerateOptions, Generation, Session};
+use crate::generate::{GenerateOptions, Generation, Progress, Session, Turn};
 use crate::sampling::Sampler;
 use crate::EngineError;
 
@@ -153,21 +153,53 @@ impl<'m, B: Backend> ChatSession<'m, B> {
         user: &str,
         sampler: &mut Sampler,
         options: &GenerateOptions,
-        on_text: impl FnMut(&str) -> ControlFlow<()>,
+        mut on_text: impl FnMut(&str) -> ControlFlow<()>,
     ) -> Result<Generation, EngineError> {
-        self.messages.push(ChatMessage::new("user", user));
-        let result = conversation_tokens(&self.template, self.session.tokenizer(), &self.messages)
-            .and_then(|prompt| self.session.generate(&prompt, sampler, options, on_text));
-        match result {
-            Ok(generation) => {
-                self.messages
-                    .push(ChatMessage::new("assistant", generation.text.as_str()));
-                Ok(generation)
-            }
-            Err(err) => {
-                self.messages.pop();
-                Err(err)
+        let mut turn = self.start(user, sampler, options)?;
+        loop {
+            match self.advance(turn, sampler, &mut on_text)? {
+                Progress::Running(next) => turn = next,
+                Progress::Done(generation) => return Ok(generation),
             }
         }
+    }
+
+    /// Sends a user message and starts the reply, which [`ChatSession::advance`] generates
+    /// one forward pass at a time (see [`Session::start`]).
+    pub fn start(
+        &mut self,
+        user: &str,
+        sampler: &Sampler,
+        options: &GenerateOptions,
+    ) -> Result<Turn, EngineError> {
+        self.messages.push(ChatMessage::new("user", user));
+        let result = conversation_tokens(&self.template, self.session.tokenizer(), &self.messages)
+            .and_then(|prompt| self.session.start(&prompt, sampler, options));
+        if result.is_err() {
+            self.messages.pop();
+        }
+        result
+    }
+
+    /// Runs one forward pass of the reply `turn` (see [`Session::advance`]). The finished
+    /// reply joins the conversation, even when it was cut short; on an error the user's
+    /// message is taken back.
+    pub fn advance(
+        &mut self,
+        turn: Turn,
+        sampler: &mut Sampler,
+        on_text: impl FnMut(&str) -> ControlFlow<()>,
+    ) -> Result<Progress, EngineError> {
+        let progress = self.session.advance(turn, sampler, on_text);
+        match &progress {
+            Ok(Progress::Done(generation)) => self
+                .messages
+                .push(ChatMessage::new("assistant", generation.text.as_str())),
+            Ok(Progress::Running(_)) => {}
+            Err(_) => {
+                self.messages.pop();
+            }
+        }
+        progress
     }
 }

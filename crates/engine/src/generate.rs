@@ -168,6 +168,24 @@ impl<'m, B: Backend> Session<'m, B> {
         options: &GenerateOptions,
         mut on_text: impl FnMut(&str) -> ControlFlow<()>,
     ) -> Result<Generation, EngineError> {
+        let mut turn = self.start(prompt, sampler, options)?;
+        loop {
+            match self.advance(turn, sampler, &mut on_text)? {
+                Progress::Running(next) => turn = next,
+                Progress::Done(generation) => return Ok(generation),
+            }
+        }
+    }
+
+    /// Starts a generation that [`Session::advance`] runs one forward pass at a time, so that
+    /// a caller that cannot block (a page's Web Worker) can take messages, such as a stop
+    /// request, between tokens. Finish a turn before starting the next.
+    pub fn start(
+        &mut self,
+        prompt: &[u32],
+        sampler: &Sampler,
+        options: &GenerateOptions,
+    ) -> Result<Turn, EngineError> {
         if prompt.is_empty() {
             return Err(EngineError::EmptyPrompt);
         }
@@ -193,76 +211,126 @@ impl<'m, B: Backend> Session<'m, B> {
             logprobs: None,
             submitted: Instant::now(),
         });
-
-        let mut timings = Timings::default();
-        let mut text = String::new();
-        let mut tokens = Vec::new();
-        let mut interrupted = false;
-        let mut stop = None;
-        let mut out = StepOutput::default();
-        loop {
-            if interrupted && stop.is_none() {
-                self.scheduler
-                    .finish(id, &StopReason::Interrupted, &mut out);
-            } else {
-                self.scheduler.step(&mut out);
-                let stats = out.stats;
-                if stats.prompt_tokens > 0 {
-                    timings.prompt_eval += stats.forward;
-                } else {
-                    timings.decode += stats.forward;
-                    timings.n_decoded += 1;
-                }
-                timings.sampling += stats.sampling;
-            }
-            for (_, event) in out.events.drain(..) {
-                match event {
-                    Event::Token {
-                        token, text: piece, ..
-                    } => {
-                        tokens.push(token);
-                        text.push_str(&piece);
-                        interrupted = interrupted || on_text(&piece).is_break();
-                    }
-                    Event::Finished {
-                        reason, text: rest, ..
-                    } => {
-                        if !rest.is_empty() {
-                            text.push_str(&rest);
-                            // The generation is over; the callback cannot stop it any more.
-                            let _ = on_text(&rest);
-                        }
-                        // As in a loop that checks the callback right after a stop string
-                        // and before every other limit.
-                        stop = Some(match reason {
-                            StopReason::StopString(_) => reason,
-                            _ if interrupted => StopReason::Interrupted,
-                            _ => reason,
-                        });
-                    }
-                    Event::Prefilled { .. } | Event::Failed { .. } => {}
-                }
-            }
-            if let Some((_, err)) = out.failed.pop() {
-                return Err(err);
-            }
-            if let Some((_, samplers)) = out.done.pop() {
-                if let Some(used) = samplers.into_iter().next() {
-                    *sampler = used;
-                }
-                break;
-            }
-        }
-        Ok(Generation {
-            text,
-            tokens,
-            stop: stop.unwrap_or(StopReason::Interrupted),
+        Ok(Turn {
+            id,
             prompt: PromptStats {
                 n_tokens: prompt.len(),
                 n_reused,
                 n_evaluated: prompt.len() - n_reused,
             },
-            timings,
+            timings: Timings::default(),
+            text: String::new(),
+            tokens: Vec::new(),
+            interrupted: false,
+            stop: None,
+            out: StepOutput::default(),
         })
     }
+
+    /// Runs one forward pass of `turn` (a batch of its prompt, or one generated token) and
+    /// gives `on_text` the new text, as [`Session::generate`] does. At the end, `sampler`
+    /// becomes the sampler the generation left (its random state and penalty history).
+    pub fn advance(
+        &mut self,
+        mut turn: Turn,
+        sampler: &mut Sampler,
+        mut on_text: impl FnMut(&str) -> ControlFlow<()>,
+    ) -> Result<Progress, EngineError> {
+        let out = &mut turn.out;
+        if turn.interrupted && turn.stop.is_none() {
+            self.scheduler
+                .finish(turn.id, &StopReason::Interrupted, out);
+        } else {
+            self.scheduler.step(out);
+            let stats = out.stats;
+            if stats.prompt_tokens > 0 {
+                turn.timings.prompt_eval += stats.forward;
+            } else {
+                turn.timings.decode += stats.forward;
+                turn.timings.n_decoded += 1;
+            }
+            turn.timings.sampling += stats.sampling;
+        }
+        for (_, event) in out.events.drain(..) {
+            match event {
+                Event::Token {
+                    token, text: piece, ..
+                } => {
+                    turn.tokens.push(token);
+                    turn.text.push_str(&piece);
+                    turn.interrupted = turn.interrupted || on_text(&piece).is_break();
+                }
+                Event::Finished {
+                    reason, text: rest, ..
+                } => {
+                    if !rest.is_empty() {
+                        turn.text.push_str(&rest);
+                        // The generation is over; the callback cannot stop it any more.
+                        let _ = on_text(&rest);
+                    }
+                    // As in a loop that checks the callback right after a stop string
+                    // and before every other limit.
+                    turn.stop = Some(match reason {
+                        StopReason::StopString(_) => reason,
+                        _ if turn.interrupted => StopReason::Interrupted,
+                        _ => reason,
+                    });
+                }
+                Event::Prefilled { .. } | Event::Failed { .. } => {}
+            }
+        }
+        if let Some((_, err)) = out.failed.pop() {
+            return Err(err);
+        }
+        let Some((_, samplers)) = out.done.pop() else {
+            return Ok(Progress::Running(turn));
+        };
+        if let Some(used) = samplers.into_iter().next() {
+            *sampler = used;
+        }
+        Ok(Progress::Done(Generation {
+            text: turn.text,
+            tokens: turn.tokens,
+            stop: turn.stop.unwrap_or(StopReason::Interrupted),
+            prompt: turn.prompt,
+            timings: turn.timings,
+        }))
+    }
+}
+
+/// A generation in progress: what [`Session::start`] begins and [`Session::advance`] runs.
+pub struct Turn {
+    id: u64,
+    prompt: PromptStats,
+    timings: Timings,
+    text: String,
+    tokens: Vec<u32>,
+    /// The caller asked to stop; the next step finishes the generation.
+    interrupted: bool,
+    stop: Option<StopReason>,
+    out: StepOutput,
+}
+
+impl Turn {
+    /// Asks to stop: the next [`Session::advance`] ends the generation with
+    /// [`StopReason::Interrupted`] (unless it has already ended for another reason).
+    pub fn interrupt(&mut self) {
+        self.interrupted = true;
+    }
+
+    /// The text generated so far.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// The tokens generated so far.
+    pub fn n_tokens(&self) -> usize {
+        self.tokens.len()
+    }
+}
+
+/// Where a [`Turn`] stands after one [`Session::advance`].
+pub enum Progress {
+    Running(Turn),
+    Done(Generation),
 }

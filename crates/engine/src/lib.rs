@@ -36,7 +36,9 @@ mod token_rate;
 pub use chat::{chat_template, conversation_tokens, ChatSession, Transcript, TranscriptMessage};
 pub use engine::{Engine, EngineConfig, SubmitError};
 pub use error::EngineError;
-pub use generate::{GenerateOptions, Generation, PromptStats, Session, StopReason, Timings};
+pub use generate::{
+    GenerateOptions, Generation, Progress, PromptStats, Session, StopReason, Timings, Turn,
+};
 pub use metrics::{Histogram, Metrics, MetricsSnapshot, TTFT_BUCKETS};
 pub use request::{Event, EventSink, Request, TokenLogprob};
 pub use stop::{StopMatcher, StopScan};

@@ -6,8 +6,8 @@ use std::ops::ControlFlow;
 use plumb_backend_ref::RefBackend;
 use plumb_engine::sampling::{Sampler, SamplingConfig};
 use plumb_engine::{
-    chat_template, conversation_tokens, ChatSession, EngineError, GenerateOptions, Session,
-    StopReason,
+    chat_template, conversation_tokens, ChatSession, EngineError, GenerateOptions, Progress,
+    Session, StopReason,
 };
 use plumb_model::Model;
 use plumb_testutil::require_model;
@@ -165,4 +165,67 @@ fn a_chat_turn_evaluates_only_the_new_message_and_matches_a_fresh_run() {
         chat.messages(),
         [ChatMessage::new("system", "Answer in one short sentence.")]
     );
+}
+
+#[test]
+fn a_turn_advances_one_pass_at_a_time_and_stops_when_asked() {
+    let path = require_model!("smollm2-135m");
+    let (model, tokenizer) = load(&path);
+    let template = chat_template(&model, None).unwrap();
+    let session = Session::new(&model, &tokenizer, 512, 64).unwrap();
+    let mut chat = ChatSession::new(session, template);
+    let mut sampler = greedy(&model);
+
+    // Step by step, a reply is the one `send` gives, and each token comes in its own pass.
+    let question = "What is the capital of France?";
+    let mut turn = chat.start(question, &sampler, &limit(6)).unwrap();
+    let mut passes = 0;
+    let mut pieces = Vec::new();
+    let stepped = loop {
+        passes += 1;
+        match chat
+            .advance(turn, &mut sampler, |piece| {
+                pieces.push(piece.to_owned());
+                ControlFlow::Continue(())
+            })
+            .unwrap()
+        {
+            Progress::Running(next) => turn = next,
+            Progress::Done(generation) => break generation,
+        }
+    };
+    assert_eq!(stepped.tokens.len(), 6);
+    // One pass for the prompt (shorter than the batch), one for each later token.
+    assert_eq!(passes, 6);
+    assert_eq!(pieces.concat(), stepped.text);
+    assert_eq!(chat.messages().len(), 2);
+    let template = chat_template(&model, None).unwrap();
+    let mut fresh = ChatSession::new(Session::new(&model, &tokenizer, 512, 64).unwrap(), template);
+    let sent = fresh
+        .send(question, &mut greedy(&model), &limit(6), |_| {
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+    assert_eq!(stepped.text, sent.text);
+
+    // Interrupted after its first token, a reply ends there and still joins the chat.
+    let mut turn = chat.start("And of Italy?", &sampler, &limit(6)).unwrap();
+    let stopped = loop {
+        turn = match chat
+            .advance(turn, &mut sampler, |_| ControlFlow::Continue(()))
+            .unwrap()
+        {
+            Progress::Running(mut next) => {
+                if next.n_tokens() > 0 {
+                    next.interrupt();
+                }
+                next
+            }
+            Progress::Done(generation) => break generation,
+        };
+    };
+    assert_eq!(stopped.stop, StopReason::Interrupted);
+    assert_eq!(stopped.tokens.len(), 1);
+    assert_eq!(chat.messages().len(), 4);
+    assert_eq!(chat.messages()[3].content, stopped.text);
 }

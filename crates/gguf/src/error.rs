@@ -61,7 +61,10 @@ pub enum GgufError {
         offset: u64,
         alignment: u64,
     },
-    #[error("tensor {tensor:?} needs bytes {offset}..{end} of the data section, which has {data_len} bytes")]
+    #[error(
+        "tensor {tensor:?} needs bytes {offset}..{end} of the data section, which has \
+         {data_len} bytes: the file is truncated or damaged"
+    )]
     TensorOutOfBounds {
         tensor: String,
         offset: u64,

@@ -20,6 +20,7 @@ mod state;
 mod streaming;
 mod tokenize;
 mod validation;
+mod web;
 
 #[cfg(test)]
 mod test_support;

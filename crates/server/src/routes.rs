@@ -1,5 +1,5 @@
-//! The routes: OpenAI's under `/v1` and un-prefixed, llama-server's extras, and OpenAI-style
-//! JSON errors for unknown routes and wrong methods.
+//! The routes: OpenAI's under `/v1` and un-prefixed, llama-server's extras, the chat page's
+//! files with `--web`, and OpenAI-style JSON errors for unknown routes and wrong methods.
 
 use std::sync::Arc;
 
@@ -12,7 +12,7 @@ use serde_json::json;
 
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::{auth, chat, completions, metrics, tokenize};
+use crate::{auth, chat, completions, metrics, tokenize, web};
 
 /// The whole API.
 pub fn router(state: Arc<AppState>) -> Router {
@@ -36,7 +36,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         ));
     public
         .merge(private)
-        .fallback(not_found)
+        .fallback(fallback)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
 }
@@ -57,6 +57,16 @@ async fn models(State(state): State<Arc<AppState>>) -> Response {
         }],
     }))
     .into_response()
+}
+
+/// The page's files with `--web`, else (and for anything but a file) a JSON 404.
+async fn fallback(State(state): State<Arc<AppState>>, method: Method, uri: Uri) -> Response {
+    if let Some(dir) = &state.config.web_dir {
+        if let Some(response) = web::serve_file(dir.clone(), &method, &uri).await {
+            return response;
+        }
+    }
+    not_found(method, uri).await
 }
 
 async fn not_found(method: Method, uri: Uri) -> Response {
@@ -539,5 +549,57 @@ mod tests {
         assert!(engine.requests.lock().unwrap().is_empty());
         let huge = vec![b' '; crate::body::MAX_BODY_BYTES + 1];
         assert_error(&post(state, "/v1/completions", huge).await, 413, None);
+    }
+
+    #[tokio::test]
+    async fn web_serves_the_page_isolated_and_nothing_outside_it() {
+        let root = std::env::temp_dir().join(format!("plumb-web-routes-{}", std::process::id()));
+        std::fs::create_dir_all(root.join("assets")).unwrap();
+        std::fs::write(root.join("index.html"), "<!doctype html>").unwrap();
+        std::fs::write(root.join("assets/plumb_web_bg.wasm"), b"\0asm").unwrap();
+        std::fs::write(root.with_extension("secret"), "outside").unwrap();
+        let engine = Arc::new(Scripted::default());
+        let state = test_support::state_with_web(engine, Some("key"), Some(root.clone()));
+        let get = |path: &str| Request::get(path).body(Body::empty()).unwrap();
+
+        // The files answer without the API key, with the isolation headers.
+        let page = send(state.clone(), get("/")).await;
+        assert_eq!(page.status, StatusCode::OK);
+        assert_eq!(page.text, "<!doctype html>");
+        assert_eq!(page.headers["content-type"], "text/html; charset=utf-8");
+        let wasm = send(state.clone(), get("/assets/plumb_web_bg.wasm")).await;
+        assert_eq!(wasm.status, StatusCode::OK);
+        assert_eq!(wasm.headers["content-type"], "application/wasm");
+        for answer in [&page, &wasm] {
+            assert_eq!(answer.headers["cross-origin-opener-policy"], "same-origin");
+            assert_eq!(
+                answer.headers["cross-origin-embedder-policy"],
+                "require-corp"
+            );
+        }
+
+        let missing = send(state.clone(), get("/nothing.js")).await;
+        assert_eq!(missing.status, StatusCode::NOT_FOUND);
+        let secret = format!("{}.secret", root.file_name().unwrap().to_str().unwrap());
+        for path in [
+            format!("/../{secret}"),
+            format!("/%2e%2e/{secret}"),
+            format!("/assets/..%2f..%2f{secret}"),
+        ] {
+            let answer = send(state.clone(), get(&path)).await;
+            assert_eq!(answer.status, StatusCode::NOT_FOUND, "{path}");
+            assert!(!answer.text.contains("outside"), "{path}");
+        }
+
+        // The API keeps its routes, its key and its JSON errors.
+        let models = send(state.clone(), get("/v1/models")).await;
+        assert_eq!(models.status, StatusCode::OK);
+        let chat = post(state.clone(), "/v1/chat/completions", "{}").await;
+        assert_eq!(chat.status, StatusCode::UNAUTHORIZED);
+        let delete = Request::delete("/index.html").body(Body::empty()).unwrap();
+        assert_error(&send(state, delete).await, 404, None);
+
+        std::fs::remove_dir_all(&root).unwrap();
+        std::fs::remove_file(root.with_extension("secret")).unwrap();
     }
 }

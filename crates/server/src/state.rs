@@ -1,6 +1,7 @@
 //! What every handler shares: the engine, the tokenizer and chat template, and the server's
 //! settings.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use plumb_engine::SubmitError;
@@ -20,6 +21,8 @@ pub struct ServerConfig {
     /// Requests must carry this key as `Authorization: Bearer KEY`.
     pub api_key: Option<String>,
     pub defaults: Defaults,
+    /// `--web`: the chat page's directory, served beside the API.
+    pub web_dir: Option<PathBuf>,
 }
 
 /// The state behind every handler.

@@ -102,6 +102,15 @@ impl Generator for Scripted {
 
 /// The state of a server on `engine`, model `tiny`, with `api_key`.
 pub fn state(engine: Arc<Scripted>, api_key: Option<&str>) -> Arc<AppState> {
+    state_with_web(engine, api_key, None)
+}
+
+/// [`state`], serving the page in `web_dir` too.
+pub fn state_with_web(
+    engine: Arc<Scripted>,
+    api_key: Option<&str>,
+    web_dir: Option<std::path::PathBuf>,
+) -> Arc<AppState> {
     let config = ServerConfig {
         model_name: "tiny".into(),
         other_names: vec!["tiny.gguf".into()],
@@ -111,6 +120,7 @@ pub fn state(engine: Arc<Scripted>, api_key: Option<&str>) -> Arc<AppState> {
             seed: Some(1),
             max_tokens: None,
         },
+        web_dir,
     };
     let template = ChatTemplate::named("chatml").expect("chatml is built in");
     Arc::new(AppState::new(

@@ -3,10 +3,13 @@
 
 use super::Lanes;
 
-/// Eight lanes as an array, every operation a loop over them (which the compiler may
-/// vectorize for the target's baseline).
+/// Four lanes as an array, every operation a loop over them (which the compiler may
+/// vectorize for the target's baseline). Four, as SIMD128 has, with `mul_add` rounding twice
+/// as SIMD128's does: the same sums in the same order, so that native plumb capped to its
+/// scalar kernels (`PLUMB_CPU_ISA=scalar`) computes what the WebAssembly build computes; the
+/// page's replies are held to its text (tools/test-web.mjs).
 #[derive(Clone, Copy)]
-pub(crate) struct Scalar([f32; 8]);
+pub(crate) struct Scalar([f32; 4]);
 
 impl Scalar {
     #[inline(always)]
@@ -20,7 +23,7 @@ impl Scalar {
     }
 
     #[inline(always)]
-    fn test(self, b: Scalar, f: impl Fn(f32, f32) -> bool) -> [bool; 8] {
+    fn test(self, b: Scalar, f: impl Fn(f32, f32) -> bool) -> [bool; 4] {
         std::array::from_fn(|i| f(self.0[i], b.0[i]))
     }
 }
@@ -32,30 +35,30 @@ fn pow2(k: i32) -> f32 {
 }
 
 impl Lanes for Scalar {
-    const N: usize = 8;
+    const N: usize = 4;
     const MANY_REGISTERS: bool = false;
-    type Mask = [bool; 8];
+    type Mask = [bool; 4];
 
     #[inline(always)]
     unsafe fn splat(x: f32) -> Self {
-        Scalar([x; 8])
+        Scalar([x; 4])
     }
     #[inline(always)]
     unsafe fn load(src: *const f32) -> Self {
-        // SAFETY: the caller passes 8 readable floats; `[f32; 8]` needs only f32 alignment.
-        Scalar(unsafe { *src.cast::<[f32; 8]>() })
+        // SAFETY: the caller passes 4 readable floats; `[f32; 4]` needs only f32 alignment.
+        Scalar(unsafe { *src.cast::<[f32; 4]>() })
     }
     #[inline(always)]
     unsafe fn gather(src: *const f32, offsets: *const i32) -> Self {
-        // SAFETY: the caller passes 8 offsets of readable floats.
+        // SAFETY: the caller passes 4 offsets of readable floats.
         Scalar(std::array::from_fn(|i| unsafe {
             *src.offset(*offsets.add(i) as isize)
         }))
     }
     #[inline(always)]
     unsafe fn store(self, dst: *mut f32) {
-        // SAFETY: the caller passes room for 8 floats.
-        unsafe { *dst.cast::<[f32; 8]>() = self.0 }
+        // SAFETY: the caller passes room for 4 floats.
+        unsafe { *dst.cast::<[f32; 4]>() = self.0 }
     }
     /// Two roundings: a fused multiply-add is a library call where the target lacks FMA.
     #[inline(always)]
@@ -99,19 +102,19 @@ impl Lanes for Scalar {
         })
     }
     #[inline(always)]
-    unsafe fn in_range(self, start: Self, end: Self) -> [bool; 8] {
+    unsafe fn in_range(self, start: Self, end: Self) -> [bool; 4] {
         std::array::from_fn(|i| start.0[i] <= self.0[i] && self.0[i] < end.0[i])
     }
     #[inline(always)]
-    unsafe fn equal(self, b: Self) -> [bool; 8] {
+    unsafe fn equal(self, b: Self) -> [bool; 4] {
         self.test(b, |x, y| x == y)
     }
     #[inline(always)]
-    unsafe fn at_most(self, b: Self) -> [bool; 8] {
+    unsafe fn at_most(self, b: Self) -> [bool; 4] {
         self.test(b, |x, y| x <= y)
     }
     #[inline(always)]
-    unsafe fn select(mask: [bool; 8], if_set: Self, if_clear: Self) -> Self {
+    unsafe fn select(mask: [bool; 4], if_set: Self, if_clear: Self) -> Self {
         Scalar(std::array::from_fn(|i| {
             if mask[i] {
                 if_set.0[i]

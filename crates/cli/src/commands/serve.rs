@@ -5,6 +5,7 @@
 //! compete with the compute threads for the cores.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
@@ -69,6 +70,10 @@ pub struct Args {
     /// Seed when a request sets none [default: -1, a random seed per request]
     #[arg(short = 's', long, allow_negative_numbers = true)]
     seed: Option<i64>,
+    /// Serve the chat page from DIR beside the API (built by `npm --prefix web run build`),
+    /// cross-origin isolated (COOP same-origin, COEP require-corp)
+    #[arg(long, value_name = "DIR", num_args = 0..=1, default_missing_value = "web/dist")]
+    web: Option<PathBuf>,
     #[command(flatten)]
     backend: BackendArgs,
 }
@@ -93,6 +98,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     if !(args.temp.is_finite() && args.temp >= 0.0) {
         bail!("--temp must be a number ≥ 0, got {}", args.temp);
+    }
+    if let Some(dir) = &args.web {
+        if !dir.join("index.html").is_file() {
+            bail!(
+                "--web {}: no index.html there (build the page: npm --prefix web ci && \
+                 npm --prefix web run build)",
+                dir.display()
+            );
+        }
     }
     let backend = args.backend.clone();
     backend.dispatch_batched(Serve { args })
@@ -142,6 +156,7 @@ impl WithBackend for Serve {
                 seed: seed_flag(args.seed)?,
                 max_tokens: usize::try_from(args.n_predict).ok(),
             },
+            web_dir: args.web.clone(),
         };
         eprintln!(
             "plumb serve: {}, context {n_ctx}, {} parallel, KV budget {kv_tokens} tokens, {backend_name} backend",
@@ -161,6 +176,12 @@ impl WithBackend for Serve {
                 .with_context(|| format!("listening on {}:{}", args.host, args.port))?;
             let addr: SocketAddr = listener.local_addr()?;
             eprintln!("plumb serve: listening on http://{addr}");
+            if let Some(dir) = &args.web {
+                eprintln!(
+                    "plumb serve: the chat page ({}) at http://{addr}/",
+                    dir.display()
+                );
+            }
             plumb_server::serve(listener, state, plumb_server::shutdown_signal())
                 .await
                 .context("serving")

@@ -1,0 +1,159 @@
+//! The JavaScript API (wasm-bindgen): thin wrappers over [`ModelBytes`] and [`WebChat`]. An
+//! error is thrown as a JavaScript `Error` whose message is the error's own text.
+
+use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use wasm_bindgen::prelude::*;
+
+use crate::{ChatSettings, ModelBytes, Reply, WebChat, WebError};
+
+/// Set once a model is loaded: an instance holds one model for its lifetime (see
+/// [`WebChat::load`]).
+static LOADED: AtomicBool = AtomicBool::new(false);
+
+fn thrown(err: WebError) -> JsError {
+    JsError::new(&err.to_string())
+}
+
+/// Receives a model file chunk by chunk: `new ModelLoader(file.size)`, `push(chunk)` for
+/// each `Uint8Array`, then `load(...)`.
+#[wasm_bindgen]
+pub struct ModelLoader(ModelBytes);
+
+#[wasm_bindgen]
+impl ModelLoader {
+    /// Allocates the buffer for a file of `len` bytes, or refuses a file that cannot load.
+    #[wasm_bindgen(constructor)]
+    pub fn new(len: f64) -> Result<ModelLoader, JsError> {
+        if LOADED.load(Ordering::Relaxed) {
+            return Err(thrown(WebError::AlreadyLoaded));
+        }
+        if !(len.is_finite() && len >= 0.0 && len.fract() == 0.0) {
+            return Err(JsError::new(&format!(
+                "the model file's length {len} is not a byte count"
+            )));
+        }
+        ModelBytes::new(len as u64).map(ModelLoader).map_err(thrown)
+    }
+
+    /// Copies the next chunk of the file into the buffer.
+    pub fn push(&mut self, chunk: &[u8]) -> Result<(), JsError> {
+        self.0.push(chunk).map_err(thrown)
+    }
+
+    /// Bytes received so far.
+    pub fn received(&self) -> f64 {
+        self.0.received() as f64
+    }
+
+    /// Reads the complete file and loads the model; see [`Chat::configure`] for the settings.
+    pub fn load(self, temperature: f32, seed: u32, max_tokens: i32) -> Result<Chat, JsError> {
+        let settings = settings(temperature, seed, max_tokens);
+        let chat = WebChat::load(self.0, settings).map_err(thrown)?;
+        LOADED.store(true, Ordering::Relaxed);
+        Ok(Chat(chat))
+    }
+}
+
+/// A chat with the loaded model.
+#[wasm_bindgen]
+pub struct Chat(WebChat);
+
+/// A finished reply.
+#[wasm_bindgen(getter_with_clone)]
+pub struct ReplyInfo {
+    pub text: String,
+    pub n_tokens: u32,
+    /// `eog`, `length`, `stop`, `context` or `interrupted`.
+    pub stop: String,
+    pub prompt_tokens: u32,
+    pub prompt_tokens_per_second: f64,
+    pub tokens_per_second: f64,
+}
+
+#[wasm_bindgen]
+impl Chat {
+    /// The architecture, layers and context, for the page to show.
+    pub fn describe(&self) -> String {
+        self.0.describe()
+    }
+
+    /// Sampling from the next reply on: `temperature` (0: greedy), `seed`, and at most
+    /// `max_tokens` new tokens per reply (negative: no limit).
+    pub fn configure(
+        &mut self,
+        temperature: f32,
+        seed: u32,
+        max_tokens: i32,
+    ) -> Result<(), JsError> {
+        self.0
+            .configure(settings(temperature, seed, max_tokens))
+            .map_err(thrown)
+    }
+
+    /// Forgets the conversation.
+    pub fn reset(&mut self) -> Result<(), JsError> {
+        self.0.reset().map_err(thrown)
+    }
+
+    /// Sends a user message; `step` generates the reply.
+    pub fn send(&mut self, text: &str) -> Result<(), JsError> {
+        self.0.send(text).map_err(thrown)
+    }
+
+    /// Runs one forward pass of the reply, calling `on_text(piece)` for each new piece of
+    /// text; returns the finished reply at the end, else `undefined`.
+    pub fn step(&mut self, on_text: &js_sys::Function) -> Result<Option<ReplyInfo>, JsError> {
+        let mut failed = None;
+        let reply = self
+            .0
+            .step(|piece| match on_text.call1(&JsValue::NULL, &piece.into()) {
+                Ok(_) => ControlFlow::Continue(()),
+                Err(err) => {
+                    failed = Some(err);
+                    ControlFlow::Break(())
+                }
+            })
+            .map_err(thrown)?;
+        if let Some(err) = failed {
+            let message = match err.dyn_ref::<js_sys::Error>() {
+                Some(error) => error.message().into(),
+                None => err.as_string().unwrap_or_else(|| format!("{err:?}")),
+            };
+            return Err(thrown(WebError::Callback(message)));
+        }
+        Ok(reply.map(ReplyInfo::from))
+    }
+
+    /// Asks the reply to stop; the next `step` ends it.
+    pub fn stop(&mut self) {
+        self.0.stop();
+    }
+
+    /// Whether a reply is being generated.
+    pub fn generating(&self) -> bool {
+        self.0.generating()
+    }
+}
+
+fn settings(temperature: f32, seed: u32, max_tokens: i32) -> ChatSettings {
+    ChatSettings {
+        temperature,
+        seed,
+        max_tokens: usize::try_from(max_tokens).ok(),
+    }
+}
+
+impl From<Reply> for ReplyInfo {
+    fn from(reply: Reply) -> ReplyInfo {
+        ReplyInfo {
+            text: reply.text,
+            n_tokens: reply.n_tokens as u32,
+            stop: reply.stop.to_owned(),
+            prompt_tokens: reply.prompt_tokens_evaluated as u32,
+            prompt_tokens_per_second: reply.prompt_tokens_per_second,
+            tokens_per_second: reply.tokens_per_second,
+        }
+    }
+}

@@ -1,0 +1,30 @@
+#!/bin/sh
+# The chat page end to end in headless Chromium (tools/test-web.mjs, playwright-core): builds
+# the WebAssembly module and the page (npm --prefix web ci && npm --prefix web run build) and
+# native plumb, then loads smollm2-135m in the page and holds its replies at temperature 0 to
+# native `plumb run --chat`'s, stops a reply, and checks the errors of bad files.
+#
+# Needs: Debian's chromium (apt-get install --no-install-recommends chromium; Playwright's own
+# browser download is not used), node and npm, the wasm32-unknown-unknown Rust target, the
+# wasm-bindgen CLI of crates/web's version, and smollm2-135m pulled (plumb pull smollm2-135m).
+set -eu
+cd "$(dirname "$0")/.."
+: "${CHROMIUM:=$(command -v chromium || command -v chromium-headless-shell || true)}"
+: "${PLUMB_MODELS:=${XDG_CACHE_HOME:-$HOME/.cache}/plumb/models}"
+model="$PLUMB_MODELS/smollm2-135m.gguf"
+missing=""
+[ -n "$CHROMIUM" ] || missing="$missing chromium (apt-get install --no-install-recommends chromium)"
+command -v npm >/dev/null || missing="$missing npm"
+[ -f "$model" ] || missing="$missing $model (plumb pull smollm2-135m)"
+if [ -n "$missing" ]; then
+    echo "test-web: needs:$missing" >&2
+    exit 1
+fi
+npm --prefix web ci --no-audit --no-fund
+npm --prefix web run build
+cargo build --release -q -p plumb
+target_dir=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+out="$target_dir/test-web"
+mkdir -p "$out"
+CHROMIUM="$CHROMIUM" PLUMB="$target_dir/release/plumb" MODEL="$model" DIST="$(pwd)/web/dist" \
+    OUT="$out" node tools/test-web.mjs
