@@ -8,6 +8,8 @@
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]
+mod avx2_gemm;
+#[cfg(target_arch = "x86_64")]
 mod avx512;
 #[cfg(target_arch = "x86_64")]
 mod avx512_gemm;
@@ -49,13 +51,16 @@ pub(super) fn kernel(weight_type: GgmlType, isa: Isa) -> Option<KernelFns> {
 }
 
 /// The GEMM for `weight_type` on `isa`, where there is one: AVX-512 VNNI, signed types;
-/// with `kept`, the one for panels packed once and kept (see [`crate::DotKernel::kept_gemm`]).
+/// AVX2 (also on AVX-512 without VNNI), signed and offset types. With `kept`, the one for
+/// panels packed once and kept (see [`crate::DotKernel::kept_gemm`]).
 // Only x86-64 has a GEMM yet: elsewhere every instruction set answers None.
 #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
 pub(super) fn gemm(weight_type: GgmlType, isa: Isa, kept: bool) -> Option<GemmFns> {
     match isa {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512Vnni => avx512_gemm::gemm(weight_type, kept),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 | Isa::Avx512 => avx2_gemm::gemm(weight_type),
         _ => None,
     }
 }
