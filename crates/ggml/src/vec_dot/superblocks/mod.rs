@@ -61,13 +61,13 @@ pub(super) fn kernel(weight_type: GgmlType, isa: Isa) -> Option<KernelFns> {
 }
 
 /// The GEMM for `weight_type` on `isa`, where there is one: AVX-512 VNNI, Q4_K, Q5_K, Q6_K;
-/// AVX2 (also on AVX-512 without VNNI), Q2_K to Q6_K.
+/// AVX2, Q2_K to Q6_K (also on AVX-512, for the types without an AVX-512 VNNI GEMM).
 // Only x86-64 has a GEMM yet: elsewhere every instruction set answers None.
 #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
 pub(super) fn gemm(weight_type: GgmlType, isa: Isa) -> Option<GemmFns> {
     match isa {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512Vnni => avx512_gemm::gemm(weight_type),
+        Isa::Avx512Vnni => avx512_gemm::gemm(weight_type).or_else(|| avx2_gemm::gemm(weight_type)),
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 | Isa::Avx512 => avx2_gemm::gemm(weight_type),
         _ => None,
