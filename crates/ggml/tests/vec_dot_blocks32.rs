@@ -32,7 +32,7 @@ const EPS: f64 = f32::EPSILON as f64 / 2.0;
 fn expected_isas() -> Vec<Isa> {
     let mut isas = vec![Isa::Scalar];
     if cfg!(target_arch = "x86_64") {
-        isas.extend([Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni]);
+        isas.extend([Isa::Avx2, Isa::Avx2Vnni, Isa::Avx512, Isa::Avx512Vnni]);
     }
     if cfg!(target_arch = "aarch64") {
         isas.extend([Isa::Neon, Isa::NeonDotprod]);

@@ -597,7 +597,13 @@ fn every_instruction_set_of_this_machine_has_every_kernel() {
     // The instruction sets of the architecture this test is built for; the other
     // architecture's are tested where they run (NEON under qemu: tools/test-aarch64.sh).
     let isas: &[Isa] = if cfg!(target_arch = "x86_64") {
-        &[Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni]
+        &[
+            Isa::Scalar,
+            Isa::Avx2,
+            Isa::Avx2Vnni,
+            Isa::Avx512,
+            Isa::Avx512Vnni,
+        ]
     } else if cfg!(target_arch = "aarch64") {
         &[Isa::Scalar, Isa::Neon, Isa::NeonDotprod]
     } else if cfg!(target_arch = "wasm32") {

@@ -21,6 +21,9 @@
 //!   and the activations the signed one, at most 2·31·128 per pair; the offset's share m·s
 //!   is one more FMA per block, the activation block carrying s as f32.
 //!
+//! With AVX-VNNI ([`crate::Isa::Avx2Vnni`]) the same panels and activations meet in `vpdpbusd`,
+//! which adds four products into an i32 lane without saturating: one instruction per chunk.
+//!
 //! Each packed activation block is its 32 values (plus 128 for [`Form::ShiftedActs`]), its
 //! scale as f32 and, for [`Form::Offset`], s as f32. Integer sums are exact: outputs differ
 //! from [`crate::DotKernel::dot`] only in the order their per-block f32 terms add up.
@@ -48,31 +51,37 @@ const VALUES: usize = CHUNKS * CHUNK;
 /// Activation rows walked together: their sums and a block's chunks fit the 16 registers.
 const GROUP: usize = 4;
 
-/// The GEMM of `weight_type` (the same panels whether packed for one product or kept).
-pub(super) fn gemm(weight_type: GgmlType) -> Option<GemmFns> {
+/// The GEMM of `weight_type` (the same panels whether packed for one product or kept); with
+/// `vnni`, the one that multiplies with AVX-VNNI.
+pub(super) fn gemm(weight_type: GgmlType, vnni: bool) -> Option<GemmFns> {
     use GgmlType as T;
     Some(match weight_type {
-        T::Q4_0 => fns::<Narrow<Q4_0>>(),
-        T::Q5_0 => fns::<Narrow<Q5_0>>(),
-        T::Q8_0 => fns::<Wide<Q8_0>>(),
-        T::IQ4_NL => fns::<Wide<Iq4Nl>>(),
-        T::Q4_1 => fns::<Offset<Q4_1, 8>>(),
-        T::Q5_1 => fns::<Offset<Q5_1, 4>>(),
+        T::Q4_0 => fns::<Narrow<Q4_0>>(vnni),
+        T::Q5_0 => fns::<Narrow<Q5_0>>(vnni),
+        T::Q8_0 => fns::<Wide<Q8_0>>(vnni),
+        T::IQ4_NL => fns::<Wide<Iq4Nl>>(vnni),
+        T::Q4_1 => fns::<Offset<Q4_1, 8>>(vnni),
+        T::Q5_1 => fns::<Offset<Q5_1, 4>>(vnni),
         _ => return None,
     })
 }
 
-fn fns<F: Format>() -> GemmFns {
-    // SAFETY (the closure): `gemm` is only reached through `DotKernel` for Isa::Avx2 or
-    // Isa::Avx512, which it hands out only after `Isa::available()` confirmed at run time that
-    // this CPU has AVX2, FMA and F16C.
+fn fns<F: Format>(vnni: bool) -> GemmFns {
+    // SAFETY (both closures): `gemm` is only reached through `DotKernel` for Isa::Avx2,
+    // Isa::Avx512 and Isa::Avx512Vnni (without `vnni`) or Isa::Avx2Vnni (with it), which it
+    // hands out only after `Isa::available()` confirmed at run time that this CPU has AVX2,
+    // FMA and F16C, and for Isa::Avx2Vnni AVX-VNNI.
     GemmFns {
         panel_rows: ROWS,
-        panel_bytes: |n_blocks| n_blocks * Panel::<F>::BLOCK_BYTES,
+        panel_bytes: |n_blocks| n_blocks * Layout::<F>::BLOCK_BYTES,
         pack_panel: pack_panel::<F>,
-        act_bytes: |n_blocks| n_blocks * Panel::<F>::ACT_BYTES,
+        act_bytes: |n_blocks| n_blocks * Layout::<F>::ACT_BYTES,
         pack_act: pack_act::<F>,
-        run: |panel, acts, out| unsafe { run::<F>(panel, acts, out) },
+        run: if vnni {
+            |panel, acts, out| unsafe { run_vnni::<F>(panel, acts, out) }
+        } else {
+            |panel, acts, out| unsafe { run::<F>(panel, acts, out) }
+        },
     }
 }
 
@@ -137,9 +146,9 @@ impl<W: OffsetBlocks, const N: usize> Format for Offset<W, N> {
 /// The byte layout of a panel block of format `F` (its values, for [`Form::ShiftedActs`] the
 /// rows' i32 corrections, the rows' f16 scales, for [`Form::Offset`] their f16 mins) and of a
 /// packed activation block (its 32 values, f32 scale, for [`Form::Offset`] f32 s).
-struct Panel<F>(F);
+struct Layout<F>(F);
 
-impl<F: Format> Panel<F> {
+impl<F: Format> Layout<F> {
     const CORRECTIONS: usize = VALUES;
     const SCALES: usize = VALUES
         + if matches!(F::FORM, Form::ShiftedActs) {
@@ -165,7 +174,7 @@ impl<F: Format> Panel<F> {
 }
 
 fn pack_panel<F: Format>(rows: &[u8], n_blocks: usize, out: &mut [u8]) {
-    let block_bytes = Panel::<F>::BLOCK_BYTES;
+    let block_bytes = Layout::<F>::BLOCK_BYTES;
     let out = &mut out[..n_blocks * block_bytes];
     out.fill(0);
     let row_bytes = n_blocks * F::BYTES;
@@ -180,13 +189,13 @@ fn pack_panel<F: Format>(rows: &[u8], n_blocks: usize, out: &mut [u8]) {
             }
             if matches!(F::FORM, Form::ShiftedActs) {
                 let sum: i32 = values.iter().map(|&v| i32::from(v as i8)).sum();
-                o[Panel::<F>::CORRECTIONS + 4 * r..][..4]
+                o[Layout::<F>::CORRECTIONS + 4 * r..][..4]
                     .copy_from_slice(&(-128 * sum).to_le_bytes());
             }
             // Every block starts with its f16 scale; Q4_1's and Q5_1's min follows.
-            o[Panel::<F>::SCALES + 2 * r..][..2].copy_from_slice(&block[..2]);
+            o[Layout::<F>::SCALES + 2 * r..][..2].copy_from_slice(&block[..2]);
             if matches!(F::FORM, Form::Offset) {
-                o[Panel::<F>::MINS + 2 * r..][..2].copy_from_slice(&block[2..4]);
+                o[Layout::<F>::MINS + 2 * r..][..2].copy_from_slice(&block[2..4]);
             }
         }
     }
@@ -199,7 +208,7 @@ fn pack_act<F: Format>(act: &[u8], out: &mut [u8]) {
     };
     for (block, o) in act
         .chunks_exact(in_bytes)
-        .zip(out.chunks_exact_mut(Panel::<F>::ACT_BYTES))
+        .zip(out.chunks_exact_mut(Layout::<F>::ACT_BYTES))
     {
         for (o, &q) in o[..QK].iter_mut().zip(&block[values_at..]) {
             *o = if matches!(F::FORM, Form::ShiftedActs) {
@@ -209,17 +218,22 @@ fn pack_act<F: Format>(act: &[u8], out: &mut [u8]) {
             };
         }
         let d = read_f16(block, 0);
-        o[Panel::<F>::ACT_SCALE..][..4].copy_from_slice(&d.to_le_bytes());
+        o[Layout::<F>::ACT_SCALE..][..4].copy_from_slice(&d.to_le_bytes());
         if matches!(F::FORM, Form::Offset) {
             let s = read_f16(block, 2);
-            o[Panel::<F>::ACT_S..][..4].copy_from_slice(&s.to_le_bytes());
+            o[Layout::<F>::ACT_S..][..4].copy_from_slice(&s.to_le_bytes());
         }
     }
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn run<F: Format>(panel: &[u8], acts: &[u8], out: &mut [f32]) {
-    panel_walk::run::<Panel<F>, GROUP>(panel, acts, out)
+    panel_walk::run::<Panel<F, false>, GROUP>(panel, acts, out)
+}
+
+#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+unsafe fn run_vnni<F: Format>(panel: &[u8], acts: &[u8], out: &mut [f32]) {
+    panel_walk::run::<Panel<F, true>, GROUP>(panel, acts, out)
 }
 
 /// The four bytes at `p` in every 32-bit lane.
@@ -233,10 +247,13 @@ unsafe fn f32_at(p: *const u8) -> f32 {
     p.cast::<f32>().read_unaligned()
 }
 
-impl<F: Format> PanelBlocks for Panel<F> {
+/// The panels of format `F` as the walk sees them; with `VNNI`, multiplied with AVX-VNNI.
+struct Panel<F, const VNNI: bool>(F);
+
+impl<F: Format, const VNNI: bool> PanelBlocks for Panel<F, VNNI> {
     const ROWS: usize = ROWS;
-    const PANEL_BYTES: usize = Self::BLOCK_BYTES;
-    const ACT_BYTES: usize = Self::ACT_BYTES;
+    const PANEL_BYTES: usize = Layout::<F>::BLOCK_BYTES;
+    const ACT_BYTES: usize = Layout::<F>::ACT_BYTES;
     type Acc = __m256;
 
     #[inline(always)]
@@ -256,16 +273,26 @@ impl<F: Format> PanelBlocks for Panel<F> {
         }
         let magnitudes = w.map(|v| _mm256_sign_epi8(v, v));
         let ones = _mm256_set1_epi16(1);
-        let d_w = _mm256_cvtph_ps(_mm_loadu_si128(panel.add(Self::SCALES).cast()));
+        let d_w = _mm256_cvtph_ps(_mm_loadu_si128(panel.add(Layout::<F>::SCALES).cast()));
         // Indexed so that the loops unroll and the sums stay in registers.
         for j in 0..N {
             let y = acts[j];
             let mut s = if matches!(F::FORM, Form::ShiftedActs) {
-                _mm256_loadu_si256(panel.add(Self::CORRECTIONS).cast())
+                _mm256_loadu_si256(panel.add(Layout::<F>::CORRECTIONS).cast())
             } else {
                 _mm256_setzero_si256()
             };
-            for first in (0..CHUNKS).step_by(F::CHUNKS_PER_SUM) {
+            for (c, &w) in w.iter().enumerate().filter(|_| VNNI) {
+                let a = bytes4(y.add(4 * c));
+                s = match F::FORM {
+                    Form::ShiftedActs => _mm256_dpbusd_avx_epi32(s, a, w),
+                    Form::SignedActs => {
+                        _mm256_dpbusd_avx_epi32(s, magnitudes[c], _mm256_sign_epi8(a, w))
+                    }
+                    Form::Offset => _mm256_dpbusd_avx_epi32(s, w, a),
+                };
+            }
+            for first in (0..CHUNKS).step_by(F::CHUNKS_PER_SUM).filter(|_| !VNNI) {
                 let mut pairs = _mm256_setzero_si256();
                 for c in first..first + F::CHUNKS_PER_SUM {
                     let a = bytes4(y.add(4 * c));
@@ -280,11 +307,11 @@ impl<F: Format> PanelBlocks for Panel<F> {
                 }
                 s = _mm256_add_epi32(s, _mm256_madd_epi16(pairs, ones));
             }
-            let d_a = _mm256_set1_ps(f32_at(y.add(Self::ACT_SCALE)));
+            let d_a = _mm256_set1_ps(f32_at(y.add(Layout::<F>::ACT_SCALE)));
             acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d_w, d_a), acc[j]);
             if matches!(F::FORM, Form::Offset) {
-                let m_w = _mm256_cvtph_ps(_mm_loadu_si128(panel.add(Self::MINS).cast()));
-                let s_a = _mm256_set1_ps(f32_at(y.add(Self::ACT_S)));
+                let m_w = _mm256_cvtph_ps(_mm_loadu_si128(panel.add(Layout::<F>::MINS).cast()));
+                let s_a = _mm256_set1_ps(f32_at(y.add(Layout::<F>::ACT_S)));
                 acc[j] = _mm256_fmadd_ps(m_w, s_a, acc[j]);
             }
         }

@@ -17,6 +17,10 @@
 //! sub-block sums, `vpmaddwd` with the panel's mins in pairs. One conversion and one FMA per
 //! super-block (two with mins) apply the f32 scales.
 //!
+//! With AVX-VNNI ([`crate::Isa::Avx2Vnni`]) the same panels and activations meet in
+//! `vpdpbusd`, which adds four products into an i32 lane without saturating: one instruction
+//! per chunk, and one `vpmulld` by the sub-block scales per sub-block.
+//!
 //! Both operands of every product are exact, and so are the integer sums: outputs differ
 //! from [`crate::DotKernel::dot`] only in how the per-lane f32 terms add up.
 
@@ -39,29 +43,35 @@ const VALUES: usize = CHUNKS * CHUNK;
 /// Activation rows walked together: their sums fit the 16 registers beside a chunk.
 const GROUP: usize = 4;
 
-pub(super) fn gemm(weight_type: GgmlType) -> Option<GemmFns> {
+/// The GEMM of `weight_type`; with `vnni`, the one that multiplies with AVX-VNNI.
+pub(super) fn gemm(weight_type: GgmlType, vnni: bool) -> Option<GemmFns> {
     use GgmlType as T;
     Some(match weight_type {
-        T::Q2_K => fns::<Q2K>(),
-        T::Q3_K => fns::<Q3K>(),
-        T::Q4_K => fns::<Q4K>(),
-        T::Q5_K => fns::<Q5K>(),
-        T::Q6_K => fns::<Q6K>(),
+        T::Q2_K => fns::<Q2K>(vnni),
+        T::Q3_K => fns::<Q3K>(vnni),
+        T::Q4_K => fns::<Q4K>(vnni),
+        T::Q5_K => fns::<Q5K>(vnni),
+        T::Q6_K => fns::<Q6K>(vnni),
         _ => return None,
     })
 }
 
-fn fns<F: Format>() -> GemmFns {
-    // SAFETY (the closure): `gemm` is only reached through `DotKernel` for Isa::Avx2 or
-    // Isa::Avx512, which it hands out only after `Isa::available()` confirmed at run time that
-    // this CPU has AVX2, FMA and F16C.
+fn fns<F: Format>(vnni: bool) -> GemmFns {
+    // SAFETY (both closures): `gemm` is only reached through `DotKernel` for Isa::Avx2,
+    // Isa::Avx512 and Isa::Avx512Vnni (without `vnni`) or Isa::Avx2Vnni (with it), which it
+    // hands out only after `Isa::available()` confirmed at run time that this CPU has AVX2,
+    // FMA and F16C, and for Isa::Avx2Vnni AVX-VNNI.
     GemmFns {
         panel_rows: ROWS,
-        panel_bytes: |n_blocks| n_blocks * Panel::<F>::BLOCK_BYTES,
+        panel_bytes: |n_blocks| n_blocks * Layout::<F>::BLOCK_BYTES,
         pack_panel: pack_panel::<F>,
-        act_bytes: |n_blocks| n_blocks * Panel::<F>::ACT_BYTES,
+        act_bytes: |n_blocks| n_blocks * Layout::<F>::ACT_BYTES,
         pack_act: pack_act::<F>,
-        run: |panel, acts, out| unsafe { run::<F>(panel, acts, out) },
+        run: if vnni {
+            |panel, acts, out| unsafe { run_vnni::<F>(panel, acts, out) }
+        } else {
+            |panel, acts, out| unsafe { run::<F>(panel, acts, out) }
+        },
     }
 }
 
@@ -167,9 +177,9 @@ impl Format for Q6K {
 /// corrections; with mins, per pair of sub-blocks (2i, 2i + 1) the 32 bytes whose lane r holds
 /// row r's two mins as i16; `d` and, with mins, `dmin` as f32 lanes. And of a packed
 /// activation super-block: the 256 quants plus 128, with mins the sub-block sums as i16, `d`.
-struct Panel<F>(F);
+struct Layout<F>(F);
 
-impl<F: Format> Panel<F> {
+impl<F: Format> Layout<F> {
     const SCALES: usize = VALUES;
     const CORRECTIONS: usize = Self::SCALES + 32 * F::SUB_BLOCKS;
     const MINS: usize = Self::CORRECTIONS + 32;
@@ -182,7 +192,7 @@ impl<F: Format> Panel<F> {
 }
 
 fn pack_panel<F: Format>(rows: &[u8], n_blocks: usize, out: &mut [u8]) {
-    let block_bytes = Panel::<F>::BLOCK_BYTES;
+    let block_bytes = Layout::<F>::BLOCK_BYTES;
     let out = &mut out[..n_blocks * block_bytes];
     out.fill(0);
     let row_bytes = n_blocks * F::WEIGHT_BYTES;
@@ -203,18 +213,18 @@ fn pack_panel<F: Format>(rows: &[u8], n_blocks: usize, out: &mut [u8]) {
                 correction -= 128 * scale * q.iter().map(|&q| i32::from(q)).sum::<i32>();
                 // Scales are 6-bit, or Q6_K's i8.
                 let [lo, hi] = (scale as i16).to_le_bytes();
-                o[Panel::<F>::SCALES + 32 * j + 4 * r..][..4].copy_from_slice(&[lo, hi, lo, hi]);
+                o[Layout::<F>::SCALES + 32 * j + 4 * r..][..4].copy_from_slice(&[lo, hi, lo, hi]);
             }
-            o[Panel::<F>::CORRECTIONS + 4 * r..][..4].copy_from_slice(&correction.to_le_bytes());
+            o[Layout::<F>::CORRECTIONS + 4 * r..][..4].copy_from_slice(&correction.to_le_bytes());
             if F::MINS {
                 for (i, pair) in u.mins[..F::SUB_BLOCKS].chunks_exact(2).enumerate() {
                     let [a, b] = (pair[0] as i16).to_le_bytes();
                     let [c, d] = (pair[1] as i16).to_le_bytes();
-                    o[Panel::<F>::MINS + 32 * i + 4 * r..][..4].copy_from_slice(&[a, b, c, d]);
+                    o[Layout::<F>::MINS + 32 * i + 4 * r..][..4].copy_from_slice(&[a, b, c, d]);
                 }
-                o[Panel::<F>::DMIN + 4 * r..][..4].copy_from_slice(&u.dmin.to_le_bytes());
+                o[Layout::<F>::DMIN + 4 * r..][..4].copy_from_slice(&u.dmin.to_le_bytes());
             }
-            o[Panel::<F>::D + 4 * r..][..4].copy_from_slice(&u.d.to_le_bytes());
+            o[Layout::<F>::D + 4 * r..][..4].copy_from_slice(&u.d.to_le_bytes());
         }
     }
 }
@@ -224,7 +234,7 @@ fn pack_act<F: Format>(act: &[u8], out: &mut [u8]) {
     let sums_per_sub = QK_K / F::SUB_BLOCKS / 16;
     for (block, o) in act
         .chunks_exact(Q8_K_BYTES)
-        .zip(out.chunks_exact_mut(Panel::<F>::ACT_BYTES))
+        .zip(out.chunks_exact_mut(Layout::<F>::ACT_BYTES))
     {
         for (o, &q) in o[..QK_K].iter_mut().zip(q8_k::qs(block)) {
             *o = q ^ 0x80;
@@ -235,16 +245,22 @@ fn pack_act<F: Format>(act: &[u8], out: &mut [u8]) {
                     .map(|k| q8_k::bsum(block, k))
                     .sum();
                 // At most 32·127 in magnitude.
-                o[Panel::<F>::ACT_SUMS + 2 * j..][..2].copy_from_slice(&(sum as i16).to_le_bytes());
+                o[Layout::<F>::ACT_SUMS + 2 * j..][..2]
+                    .copy_from_slice(&(sum as i16).to_le_bytes());
             }
         }
-        o[Panel::<F>::ACT_D..][..4].copy_from_slice(&q8_k::d(block).to_le_bytes());
+        o[Layout::<F>::ACT_D..][..4].copy_from_slice(&q8_k::d(block).to_le_bytes());
     }
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn run<F: Format>(panel: &[u8], acts: &[u8], out: &mut [f32]) {
-    panel_walk::run::<Panel<F>, GROUP>(panel, acts, out)
+    panel_walk::run::<Panel<F, false>, GROUP>(panel, acts, out)
+}
+
+#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+unsafe fn run_vnni<F: Format>(panel: &[u8], acts: &[u8], out: &mut [f32]) {
+    panel_walk::run::<Panel<F, true>, GROUP>(panel, acts, out)
 }
 
 #[inline(always)]
@@ -258,10 +274,13 @@ unsafe fn bytes4(p: *const u8) -> __m256i {
     _mm256_set1_epi32(p.cast::<i32>().read_unaligned())
 }
 
-impl<F: Format> PanelBlocks for Panel<F> {
+/// The panels of format `F` as the walk sees them; with `VNNI`, multiplied with AVX-VNNI.
+struct Panel<F, const VNNI: bool>(F);
+
+impl<F: Format, const VNNI: bool> PanelBlocks for Panel<F, VNNI> {
     const ROWS: usize = ROWS;
-    const PANEL_BYTES: usize = Self::BLOCK_BYTES;
-    const ACT_BYTES: usize = Self::ACT_BYTES;
+    const PANEL_BYTES: usize = Layout::<F>::BLOCK_BYTES;
+    const ACT_BYTES: usize = Layout::<F>::ACT_BYTES;
     type Acc = __m256;
 
     #[inline(always)]
@@ -276,9 +295,23 @@ impl<F: Format> PanelBlocks for Panel<F> {
         acc: &mut [__m256; N],
     ) {
         let sub_chunks = CHUNKS / F::SUB_BLOCKS;
-        let mut isum = [load(panel.add(Self::CORRECTIONS)); N];
-        for first in (0..CHUNKS).step_by(F::CHUNKS_PER_SUM) {
-            let scales = load(panel.add(Self::SCALES + 32 * (first / sub_chunks)));
+        let mut isum = [load(panel.add(Layout::<F>::CORRECTIONS)); N];
+        for j in (0..F::SUB_BLOCKS).filter(|_| VNNI) {
+            // The scale of lane r's row, from its (scale, scale) pair.
+            let scales = _mm256_srai_epi32::<16>(load(panel.add(Layout::<F>::SCALES + 32 * j)));
+            let mut sums = [_mm256_setzero_si256(); N];
+            for c in j * sub_chunks..(j + 1) * sub_chunks {
+                let w = load(panel.add(c * CHUNK));
+                for i in 0..N {
+                    sums[i] = _mm256_dpbusd_avx_epi32(sums[i], bytes4(acts[i].add(4 * c)), w);
+                }
+            }
+            for i in 0..N {
+                isum[i] = _mm256_add_epi32(isum[i], _mm256_mullo_epi32(sums[i], scales));
+            }
+        }
+        for first in (0..CHUNKS).step_by(F::CHUNKS_PER_SUM).filter(|_| !VNNI) {
+            let scales = load(panel.add(Layout::<F>::SCALES + 32 * (first / sub_chunks)));
             let mut pairs = [_mm256_setzero_si256(); N];
             for c in first..first + F::CHUNKS_PER_SUM {
                 let w = load(panel.add(c * CHUNK));
@@ -292,18 +325,23 @@ impl<F: Format> PanelBlocks for Panel<F> {
                 isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(pairs[i], scales));
             }
         }
-        let d = _mm256_loadu_ps(panel.add(Self::D).cast());
+        let d = _mm256_loadu_ps(panel.add(Layout::<F>::D).cast());
         for i in 0..N {
-            let d_a = _mm256_set1_ps(acts[i].add(Self::ACT_D).cast::<f32>().read_unaligned());
+            let d_a = _mm256_set1_ps(
+                acts[i]
+                    .add(Layout::<F>::ACT_D)
+                    .cast::<f32>()
+                    .read_unaligned(),
+            );
             acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[i]), _mm256_mul_ps(d, d_a), acc[i]);
             if F::MINS {
                 let mut msum = _mm256_setzero_si256();
                 for k in 0..F::SUB_BLOCKS / 2 {
-                    let mins = load(panel.add(Self::MINS + 32 * k));
-                    let sums = bytes4(acts[i].add(Self::ACT_SUMS + 4 * k));
+                    let mins = load(panel.add(Layout::<F>::MINS + 32 * k));
+                    let sums = bytes4(acts[i].add(Layout::<F>::ACT_SUMS + 4 * k));
                     msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mins, sums));
                 }
-                let dmin = _mm256_loadu_ps(panel.add(Self::DMIN).cast());
+                let dmin = _mm256_loadu_ps(panel.add(Layout::<F>::DMIN).cast());
                 acc[i] =
                     _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmin, d_a), acc[i]);
             }

@@ -43,7 +43,7 @@ pub(super) fn kernel(weight_type: GgmlType, isa: Isa) -> Option<KernelFns> {
     match isa {
         Isa::Scalar => scalar::kernel(weight_type),
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => avx2::kernel(weight_type),
+        Isa::Avx2 | Isa::Avx2Vnni => avx2::kernel(weight_type),
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512 => avx512::kernel(weight_type, false),
         #[cfg(target_arch = "x86_64")]
@@ -67,9 +67,13 @@ pub(super) fn kernel(weight_type: GgmlType, isa: Isa) -> Option<KernelFns> {
 pub(super) fn gemm(weight_type: GgmlType, isa: Isa) -> Option<GemmFns> {
     match isa {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512Vnni => avx512_gemm::gemm(weight_type).or_else(|| avx2_gemm::gemm(weight_type)),
+        Isa::Avx512Vnni => {
+            avx512_gemm::gemm(weight_type).or_else(|| avx2_gemm::gemm(weight_type, false))
+        }
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 | Isa::Avx512 => avx2_gemm::gemm(weight_type),
+        Isa::Avx2 | Isa::Avx512 => avx2_gemm::gemm(weight_type, false),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2Vnni => avx2_gemm::gemm(weight_type, true),
         _ => None,
     }
 }
