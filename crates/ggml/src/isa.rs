@@ -5,6 +5,9 @@
 //!
 //! `PLUMB_CPU_ISA` caps that choice at run time (`PLUMB_CPU_ISA=avx2` on an AVX-512 machine
 //! runs the AVX2 kernels), so that one machine can measure and test every path it can run.
+//! The x86 levels are ordered scalar < avx2 < avx2-vnni < avx512 < avx512-vnni: a cap of
+//! `avx2` leaves out AVX-VNNI, as on the AVX2 CPUs before it (Intel before Alder Lake, AMD
+//! before Zen 4).
 
 use std::sync::OnceLock;
 
