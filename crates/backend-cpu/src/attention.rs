@@ -197,7 +197,7 @@ impl TileWork {
             #[cfg(target_arch = "x86_64")]
             Isa::Avx512 | Isa::Avx512Vnni => unsafe { self.run_avx512(unit, out) },
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => unsafe { self.run_avx2(unit, out) },
+            Isa::Avx2 | Isa::Avx2Vnni => unsafe { self.run_avx2(unit, out) },
             #[cfg(target_arch = "aarch64")]
             Isa::Neon | Isa::NeonDotprod => unsafe { self.run_neon(unit, out) },
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]

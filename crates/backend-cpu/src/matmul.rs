@@ -63,8 +63,9 @@ impl Matrix {
     /// Packs all of this matrix's rows into its GEMM's panels, panel `p` holding rows
     /// `p·panel_rows..`, so that products over a few tokens (a server's batched decode) need
     /// not repack the whole matrix each time: at 8 tokens, repacking took half the time of
-    /// every product. Costs memory beside the mapped file (about 1–2× the weight bytes; Q5_0
-    /// and Q8_0 panels are their rows' size).
+    /// every product. Costs memory beside the mapped file (about 1–2× the weight bytes; with
+    /// AVX-512 VNNI, Q5_0 and Q8_0 panels are their rows' size; with AVX2, Q8_0's are and
+    /// Q5_0's are 1.7× it).
     pub fn pack_panels(&mut self) {
         let Some(gemm) = self.kernel.kept_gemm() else {
             return;

@@ -82,7 +82,7 @@ impl RowKernels {
                 fns_for!(Avx512, "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
             }
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => fns_for!(Avx2, "avx2,fma,f16c"),
+            Isa::Avx2 | Isa::Avx2Vnni => fns_for!(Avx2, "avx2,fma,f16c"),
             #[cfg(target_arch = "aarch64")]
             Isa::Neon | Isa::NeonDotprod => fns_for!(Neon, "neon"),
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
@@ -416,6 +416,7 @@ mod tests {
         for isa in [
             Isa::Scalar,
             Isa::Avx2,
+            Isa::Avx2Vnni,
             Isa::Avx512,
             Isa::Avx512Vnni,
             Isa::Neon,

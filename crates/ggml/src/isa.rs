@@ -5,6 +5,9 @@
 //!
 //! `PLUMB_CPU_ISA` caps that choice at run time (`PLUMB_CPU_ISA=avx2` on an AVX-512 machine
 //! runs the AVX2 kernels), so that one machine can measure and test every path it can run.
+//! The x86 levels are ordered scalar < avx2 < avx2-vnni < avx512 < avx512-vnni: a cap of
+//! `avx2` leaves out AVX-VNNI, as on the AVX2 CPUs before it (Intel before Alder Lake, AMD
+//! before Zen 4).
 
 use std::sync::OnceLock;
 
@@ -18,6 +21,9 @@ pub enum Isa {
     Scalar,
     /// x86-64 with AVX2, FMA and F16C.
     Avx2,
+    /// [`Isa::Avx2`] with AVX-VNNI, the VEX-encoded `vpdpbusd` on 256-bit registers (Intel
+    /// since Alder Lake, AMD since Zen 4): only the integer GEMMs differ from [`Isa::Avx2`]'s.
+    Avx2Vnni,
     /// x86-64 with AVX-512 F/BW/VL/DQ (and AVX2, FMA, F16C).
     Avx512,
     /// [`Isa::Avx512`] with AVX-512 VNNI (and BF16 where the CPU has it).
@@ -95,9 +101,10 @@ impl Isa {
     }
 
     /// Every variant, in order.
-    const ALL: [Isa; 7] = [
+    const ALL: [Isa; 8] = [
         Isa::Scalar,
         Isa::Avx2,
+        Isa::Avx2Vnni,
         Isa::Avx512,
         Isa::Avx512Vnni,
         Isa::Neon,
@@ -121,6 +128,9 @@ impl Isa {
             use std::arch::is_x86_feature_detected as has;
             if has!("avx2") && has!("fma") && has!("f16c") {
                 isas.push(Isa::Avx2);
+                if has!("avxvnni") {
+                    isas.push(Isa::Avx2Vnni);
+                }
                 if has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512dq") {
                     isas.push(Isa::Avx512);
                     if has!("avx512vnni") {
@@ -148,6 +158,7 @@ impl Isa {
         match self {
             Isa::Scalar => "scalar",
             Isa::Avx2 => "avx2",
+            Isa::Avx2Vnni => "avx2-vnni",
             Isa::Avx512 => "avx512",
             Isa::Avx512Vnni => "avx512-vnni",
             Isa::Neon => "neon",
@@ -161,11 +172,18 @@ impl Isa {
 mod tests {
     use super::*;
 
-    const X86: [Isa; 4] = [Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni];
+    const X86: [Isa; 5] = [
+        Isa::Scalar,
+        Isa::Avx2,
+        Isa::Avx2Vnni,
+        Isa::Avx512,
+        Isa::Avx512Vnni,
+    ];
 
     #[test]
     fn a_cap_names_an_instruction_set_in_any_spelling() {
         assert_eq!(Isa::parse_cap("avx2", &X86), Ok(Isa::Avx2));
+        assert_eq!(Isa::parse_cap("AVX2_VNNI", &X86), Ok(Isa::Avx2Vnni));
         assert_eq!(Isa::parse_cap("AVX512VNNI", &X86), Ok(Isa::Avx512Vnni));
         assert_eq!(Isa::parse_cap("avx512_vnni", &X86), Ok(Isa::Avx512Vnni));
         assert_eq!(Isa::parse_cap(" scalar ", &X86), Ok(Isa::Scalar));

@@ -32,7 +32,7 @@ const EPS: f64 = f32::EPSILON as f64 / 2.0;
 fn expected_isas() -> Vec<Isa> {
     let mut isas = vec![Isa::Scalar];
     if cfg!(target_arch = "x86_64") {
-        isas.extend([Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni]);
+        isas.extend([Isa::Avx2, Isa::Avx2Vnni, Isa::Avx512, Isa::Avx512Vnni]);
     }
     if cfg!(target_arch = "aarch64") {
         isas.extend([Isa::Neon, Isa::NeonDotprod]);
@@ -630,6 +630,14 @@ proptest! {
     fn gemm_iq4_nl(case in gemm_case(GgmlType::IQ4_NL)) {
         check_gemm(case);
     }
+    #[test]
+    fn gemm_q4_1(case in gemm_case(GgmlType::Q4_1)) {
+        check_gemm(case);
+    }
+    #[test]
+    fn gemm_q5_1(case in gemm_case(GgmlType::Q5_1)) {
+        check_gemm(case);
+    }
 }
 
 /// The signed types have a GEMM where the CPU has AVX-512 VNNI; without it the tests above
@@ -652,6 +660,32 @@ fn signed_types_have_a_gemm_with_vnni() {
         GgmlType::IQ4_NL,
     ] {
         assert!(kernel(ty, Isa::Avx512Vnni).gemm().is_some(), "{ty}");
+    }
+}
+
+/// The signed and offset types have a GEMM where the CPU has AVX2; without it the tests
+/// above check only the AVX-512 VNNI GEMMs, so say so.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn signed_and_offset_types_have_a_gemm_with_avx2() {
+    let avx2 = Isa::available().contains(&Isa::Avx2);
+    if !plumb_testutil::cpu_has(
+        "signed_and_offset_types_have_a_gemm_with_avx2",
+        Isa::Avx2.name(),
+        avx2,
+    ) {
+        return;
+    }
+    for ty in [
+        GgmlType::Q4_0,
+        GgmlType::Q5_0,
+        GgmlType::Q8_0,
+        GgmlType::IQ4_NL,
+        GgmlType::Q4_1,
+        GgmlType::Q5_1,
+    ] {
+        let k = kernel(ty, Isa::Avx2);
+        assert!(k.gemm().is_some() && k.kept_gemm().is_some(), "{ty}");
     }
 }
 

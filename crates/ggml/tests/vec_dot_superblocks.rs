@@ -412,8 +412,16 @@ proptest! {
     }
 }
 
-/// The types with a GEMM on some instruction set.
+/// The types with a GEMM with AVX-512 VNNI.
 const GEMM_TYPES: [GgmlType; 3] = [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K];
+/// The types with a GEMM with AVX2 (and with AVX-512 without VNNI).
+const AVX2_GEMM_TYPES: [GgmlType; 5] = [
+    GgmlType::Q2_K,
+    GgmlType::Q3_K,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+];
 
 /// One GEMM case: up to a panel of weight rows (and a row more, which must be left out)
 /// against a number of activation rows that exercises every group size of the kernel.
@@ -520,6 +528,16 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(128))]
 
     #[test]
+    fn gemm_q2_k(case in gemm_case(GgmlType::Q2_K)) {
+        check_gemm(&case)?;
+    }
+
+    #[test]
+    fn gemm_q3_k(case in gemm_case(GgmlType::Q3_K)) {
+        check_gemm(&case)?;
+    }
+
+    #[test]
     fn gemm_q4_k(case in gemm_case(GgmlType::Q4_K)) {
         check_gemm(&case)?;
     }
@@ -554,12 +572,38 @@ fn gemm_types_have_a_gemm_with_vnni() {
     }
 }
 
+/// Q2_K to Q6_K have a GEMM where the CPU has AVX2 (the tests above check it with
+/// `PLUMB_CPU_ISA` unset, and alone with `PLUMB_CPU_ISA=avx2`).
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn avx2_gemm_types_have_a_gemm_with_avx2() {
+    let avx2 = Isa::available().contains(&Isa::Avx2);
+    if !plumb_testutil::cpu_has(
+        "avx2_gemm_types_have_a_gemm_with_avx2",
+        Isa::Avx2.name(),
+        avx2,
+    ) {
+        return;
+    }
+    for ty in AVX2_GEMM_TYPES {
+        let kernel = DotKernel::for_isa(ty, Isa::Avx2).expect("a kernel");
+        assert!(kernel.gemm().is_some(), "{ty}");
+        assert!(kernel.kept_gemm().is_some(), "{ty}");
+    }
+}
+
 #[test]
 fn every_instruction_set_of_this_machine_has_every_kernel() {
     // The instruction sets of the architecture this test is built for; the other
     // architecture's are tested where they run (NEON under qemu: tools/test-aarch64.sh).
     let isas: &[Isa] = if cfg!(target_arch = "x86_64") {
-        &[Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni]
+        &[
+            Isa::Scalar,
+            Isa::Avx2,
+            Isa::Avx2Vnni,
+            Isa::Avx512,
+            Isa::Avx512Vnni,
+        ]
     } else if cfg!(target_arch = "aarch64") {
         &[Isa::Scalar, Isa::Neon, Isa::NeonDotprod]
     } else if cfg!(target_arch = "wasm32") {

@@ -1,11 +1,12 @@
-//! The walk that the AVX-512 VNNI GEMMs of both families share: a panel's blocks, one after the
-//! other, against groups of packed activation rows (8, then 4, 2 and 1), one f32 accumulator
-//! per activation row, whose lanes each panel format maps to its rows. A row's operations do
-//! not depend on the size of its group.
+//! The walk that the x86 GEMMs of both families share (AVX-512 VNNI and AVX2): a panel's
+//! blocks, one after the other, against groups of packed activation rows (`GROUP`, then 4, 2
+//! and 1), one f32 accumulator per activation row, whose lanes each panel format maps to its
+//! rows. A row's operations do not depend on the size of its group.
 //!
-//! The k-quant panels hold eight weight rows whose `vpdpbusd` lanes 2r and 2r + 1 belong to
-//! row r ([`ROWS`], [`CHUNK`], [`store_lane_pairs`]); the 32-element types' panels hold
-//! sixteen rows, one lane each.
+//! The AVX-512 k-quant panels hold eight weight rows whose `vpdpbusd` lanes 2r and 2r + 1
+//! belong to row r ([`ROWS`], [`CHUNK`], [`store_lane_pairs`]); the AVX-512 32-element types'
+//! panels hold sixteen rows, one lane each; the AVX2 panels of both families hold eight rows,
+//! one lane of a 256-bit register each.
 
 use std::arch::x86_64::*;
 
@@ -18,9 +19,9 @@ pub(super) const CHUNK: usize = 64;
 /// streamed from memory at 16 GB/s, a third of what narrow ones got; with it, both reach
 /// about 45 GB/s (`gemm_speed`, 8 tokens, 2 threads). Later groups find the panel in cache.
 const PREFETCH_AHEAD: usize = 8192;
-/// Activation rows walked together: one accumulator each, and enough independent
-/// `vpdpbusd` chains to hide their latency.
-const GROUP: usize = 8;
+/// Activation rows the AVX-512 VNNI GEMMs walk together: one accumulator each, and enough
+/// independent `vpdpbusd` chains to hide their latency.
+pub(super) const AVX512_GROUP: usize = 8;
 
 /// One weight type's panel blocks, as its GEMM adds them up.
 pub(super) trait PanelBlocks {
@@ -29,6 +30,14 @@ pub(super) trait PanelBlocks {
     /// Bytes of one panel block (all eight rows) and of one packed activation block.
     const PANEL_BYTES: usize;
     const ACT_BYTES: usize;
+    /// One activation row's f32 accumulator: a vector whose lanes the format maps to rows.
+    type Acc: Copy;
+
+    /// An accumulator of zeros.
+    ///
+    /// # Safety
+    /// The CPU has the instruction set the format is written for.
+    unsafe fn zero() -> Self::Acc;
 
     /// Adds the products of one panel block with one block of each activation row to that
     /// row's accumulator (lane 2r + h: half h of row r). `#[inline(always)]`, so that it
@@ -36,23 +45,32 @@ pub(super) trait PanelBlocks {
     ///
     /// # Safety
     /// `panel` points at a whole panel block and every `acts[j]` at a whole packed activation
-    /// block; the CPU has AVX-512 F/BW/VL/DQ and VNNI.
-    unsafe fn block<const N: usize>(panel: *const u8, acts: &[*const u8; N], acc: &mut [__m512; N]);
+    /// block; the CPU has the instruction set the format is written for.
+    unsafe fn block<const N: usize>(
+        panel: *const u8,
+        acts: &[*const u8; N],
+        acc: &mut [Self::Acc; N],
+    );
 
     /// Writes one activation row's accumulator to its `ROWS` outputs, `out[r]` for row r.
     ///
     /// # Safety
     /// As [`PanelBlocks::block`]; `out` is `ROWS` long.
-    unsafe fn store(sums: __m512, out: &mut [f32]);
+    unsafe fn store(sums: Self::Acc, out: &mut [f32]);
 }
 
 /// `out[t · K::ROWS + r] = row r · activation row t` for every whole packed activation row in
-/// `acts`, reading no further than the slices' lengths allow.
+/// `acts`, reading no further than the slices' lengths allow; activation rows walked `GROUP`
+/// at a time while whole groups remain.
 ///
 /// # Safety
-/// The caller runs with AVX-512 F/BW/VL/DQ and VNNI enabled (a `#[target_feature]` function).
+/// The caller runs with `K`'s instruction set enabled (a `#[target_feature]` function).
 #[inline(always)]
-pub(super) unsafe fn run<K: PanelBlocks>(panel: &[u8], acts: &[u8], out: &mut [f32]) {
+pub(super) unsafe fn run<K: PanelBlocks, const GROUP: usize>(
+    panel: &[u8],
+    acts: &[u8],
+    out: &mut [f32],
+) {
     let n_blocks = panel.len() / K::PANEL_BYTES;
     let act_bytes = n_blocks * K::ACT_BYTES;
     let n = (out.len() / K::ROWS).min(acts.len().checked_div(act_bytes).unwrap_or(usize::MAX));
@@ -84,7 +102,7 @@ unsafe fn groups<K: PanelBlocks, const N: usize>(
         for (j, row) in rows.iter_mut().enumerate() {
             *row = acts[(t + j) * act_bytes..].as_ptr();
         }
-        let mut acc = [_mm512_setzero_ps(); N];
+        let mut acc = [K::zero(); N];
         for b in 0..n_blocks {
             if t == 0 {
                 prefetch(

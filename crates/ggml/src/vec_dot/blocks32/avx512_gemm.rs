@@ -32,7 +32,7 @@ use std::arch::x86_64::*;
 use super::avx512::SignedPair;
 use super::formats::{Iq4Nl, Q4_0, Q5_0, Q8_0, Q8_0_BYTES, QK};
 use crate::vec_dot::gemm::GemmFns;
-use crate::vec_dot::panel_walk::{self, PanelBlocks};
+use crate::vec_dot::panel_walk::{self, PanelBlocks, AVX512_GROUP};
 use crate::GgmlType;
 
 /// Weight rows per panel: one i32 lane each fills a 512-bit register.
@@ -220,7 +220,7 @@ unsafe fn pack_panel<W: SignedPair, F: PanelFormat>(rows: &[u8], n_blocks: usize
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
 unsafe fn run<F: PanelFormat>(panel: &[u8], acts: &[u8], out: &mut [f32]) {
-    panel_walk::run::<Panel<F>>(panel, acts, out)
+    panel_walk::run::<Panel<F>, AVX512_GROUP>(panel, acts, out)
 }
 
 /// The four bytes at `p` in every 32-bit lane.
@@ -232,6 +232,7 @@ unsafe fn bytes4(p: *const u8) -> __m512i {
 impl<F: PanelFormat> PanelBlocks for Panel<F> {
     const ROWS: usize = ROWS;
     const PANEL_BYTES: usize = Self::BLOCK_BYTES;
+    type Acc = __m512;
     const ACT_BYTES: usize = ACT_BLOCK_BYTES;
 
     #[inline(always)]
@@ -253,6 +254,11 @@ impl<F: PanelFormat> PanelBlocks for Panel<F> {
             let scale = _mm512_mul_ps(d_w, _mm512_set1_ps(d_a));
             acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scale, acc[j]);
         }
+    }
+
+    #[inline(always)]
+    unsafe fn zero() -> __m512 {
+        _mm512_setzero_ps()
     }
 
     #[inline(always)]

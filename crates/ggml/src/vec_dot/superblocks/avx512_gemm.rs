@@ -31,7 +31,9 @@ use super::layout::{q4_k, q6_k, Q4_K_BYTES, Q5_K_BYTES, Q6_K_BYTES};
 use super::q8_k::{self, Q8_K_BYTES};
 use super::x86::{f16_at, k4_scales_mins_vec};
 use crate::vec_dot::gemm::GemmFns;
-use crate::vec_dot::panel_walk::{self, bytes8, store_lane_pairs, PanelBlocks, CHUNK, ROWS};
+use crate::vec_dot::panel_walk::{
+    self, bytes8, store_lane_pairs, PanelBlocks, AVX512_GROUP, CHUNK, ROWS,
+};
 use crate::GgmlType;
 
 /// Bytes of a panel super-block's values: 256 elements of 8 rows.
@@ -133,7 +135,7 @@ fn place_lanes(out: &mut [u8], at: usize, r: usize, v: f32) {
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
 unsafe fn run<K: PanelFormat>(panel: &[u8], acts: &[u8], out: &mut [f32]) {
-    panel_walk::run::<K>(panel, acts, out)
+    panel_walk::run::<K, AVX512_GROUP>(panel, acts, out)
 }
 
 #[inline(always)]
@@ -221,7 +223,13 @@ impl<const FIVE_BITS: bool> PanelFormat for K4<FIVE_BITS> {
 impl<const FIVE_BITS: bool> PanelBlocks for K4<FIVE_BITS> {
     const ROWS: usize = ROWS;
     const PANEL_BYTES: usize = q4_k_panel::BYTES;
+    type Acc = __m512;
     const ACT_BYTES: usize = q4_k_act::BYTES;
+
+    #[inline(always)]
+    unsafe fn zero() -> __m512 {
+        _mm512_setzero_ps()
+    }
 
     #[inline(always)]
     unsafe fn store(sums: __m512, out: &mut [f32]) {
@@ -337,7 +345,13 @@ impl PanelFormat for Q6K {
 impl PanelBlocks for Q6K {
     const ROWS: usize = ROWS;
     const PANEL_BYTES: usize = q6_k_panel::BYTES;
+    type Acc = __m512;
     const ACT_BYTES: usize = q6_k_act::BYTES;
+
+    #[inline(always)]
+    unsafe fn zero() -> __m512 {
+        _mm512_setzero_ps()
+    }
 
     #[inline(always)]
     unsafe fn store(sums: __m512, out: &mut [f32]) {

@@ -15,10 +15,13 @@
 //! dot product, which may cancel to far less. ggml's SIMD kernels accumulate the same way.
 //!
 //! `avx512_gemm` is the matrix-matrix kernel ([`crate::vec_dot::gemm`]) of Q4_K, Q5_K and
-//! Q6_K: panels of eight weight rows unpacked once, walked against many activation rows.
+//! Q6_K, `avx2_gemm` that of Q2_K to Q6_K: panels of eight weight rows unpacked once, walked
+//! against many activation rows.
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx2_gemm;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 #[cfg(target_arch = "x86_64")]
@@ -40,7 +43,7 @@ pub(super) fn kernel(weight_type: GgmlType, isa: Isa) -> Option<KernelFns> {
     match isa {
         Isa::Scalar => scalar::kernel(weight_type),
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => avx2::kernel(weight_type),
+        Isa::Avx2 | Isa::Avx2Vnni => avx2::kernel(weight_type),
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512 => avx512::kernel(weight_type, false),
         #[cfg(target_arch = "x86_64")]
@@ -57,13 +60,20 @@ pub(super) fn kernel(weight_type: GgmlType, isa: Isa) -> Option<KernelFns> {
     }
 }
 
-/// The GEMM for `weight_type` on `isa`, where there is one: AVX-512 VNNI, Q4_K, Q5_K, Q6_K.
+/// The GEMM for `weight_type` on `isa`, where there is one: AVX-512 VNNI, Q4_K, Q5_K, Q6_K;
+/// AVX2, Q2_K to Q6_K (also on AVX-512, for the types without an AVX-512 VNNI GEMM).
 // Only x86-64 has a GEMM yet: elsewhere every instruction set answers None.
 #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
 pub(super) fn gemm(weight_type: GgmlType, isa: Isa) -> Option<GemmFns> {
     match isa {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512Vnni => avx512_gemm::gemm(weight_type),
+        Isa::Avx512Vnni => {
+            avx512_gemm::gemm(weight_type).or_else(|| avx2_gemm::gemm(weight_type, false))
+        }
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 | Isa::Avx512 => avx2_gemm::gemm(weight_type, false),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2Vnni => avx2_gemm::gemm(weight_type, true),
         _ => None,
     }
 }

@@ -42,12 +42,12 @@ fn dot_many<K: BlockKernel>(w: &[u8], acts: &[u8], out: &mut [f32]) {
 
 /// A super-block as integers: 256 levels and `N` sub-blocks of `256 / N` elements, each with
 /// a scale and (zero for the types without) a min.
-struct Levels<const N: usize> {
-    q: [i8; QK_K],
-    scales: [i32; N],
-    mins: [i32; N],
-    d: f32,
-    dmin: f32,
+pub(super) struct Levels<const N: usize> {
+    pub q: [i8; QK_K],
+    pub scales: [i32; N],
+    pub mins: [i32; N],
+    pub d: f32,
+    pub dmin: f32,
 }
 
 impl<const N: usize> Levels<N> {
@@ -136,7 +136,7 @@ levels_kernel!(Iq4Xs, IQ4_XS_BYTES, 8, unpack_iq4_xs);
 
 /// Element `128h + 32s + m` is bits 2s.. of `qs[32h + m]`; sub-block j has scale
 /// `scales[j] & 15` and min `scales[j] >> 4`.
-fn unpack_q2_k(b: &[u8]) -> Levels<16> {
+pub(super) fn unpack_q2_k(b: &[u8]) -> Levels<16> {
     let mut l = Levels::new(read_f16(b, q2_k::D));
     l.dmin = read_f16(b, q2_k::DMIN);
     for (j, &sc) in b[q2_k::SCALES..q2_k::SCALES + 16].iter().enumerate() {
@@ -149,7 +149,7 @@ fn unpack_q2_k(b: &[u8]) -> Levels<16> {
 
 /// As Q2_K for the low 2 bits; the high bit of element `128h + 32s + m` is bit 4h+s of
 /// `hmask[m]`, and a clear high bit means −4.
-fn unpack_q3_k(b: &[u8]) -> Levels<16> {
+pub(super) fn unpack_q3_k(b: &[u8]) -> Levels<16> {
     let mut l = Levels::new(read_f16(b, q3_k::D));
     let scales = q3_k_scales(&b[q3_k::SCALES..q3_k::SCALES + 12]);
     for (dst, &sc) in l.scales.iter_mut().zip(&scales) {
@@ -166,7 +166,7 @@ fn unpack_q3_k(b: &[u8]) -> Levels<16> {
 }
 
 /// Element `64p + 32n + l` is nibble n of `qs[32p + l]`.
-fn unpack_q4_k(b: &[u8]) -> Levels<8> {
+pub(super) fn unpack_q4_k(b: &[u8]) -> Levels<8> {
     let mut l = k4_head(b);
     nibble_levels(&b[q4_k::QS..q4_k::QS + 128], &mut l.q);
     l
@@ -195,7 +195,7 @@ fn two_bit_levels(qs: &[u8], levels: &mut [i8; QK_K]) {
 }
 
 /// As Q4_K, with the fifth bit of element `64p + 32n + l` at bit 2p+n of `qh[l]`.
-fn unpack_q5_k(b: &[u8]) -> Levels<8> {
+pub(super) fn unpack_q5_k(b: &[u8]) -> Levels<8> {
     let mut l = k4_head(b);
     nibble_levels(&b[q5_k::QS..q5_k::QS + 128], &mut l.q);
     let qh = &b[q5_k::QH..q5_k::QH + 32];
@@ -221,7 +221,7 @@ fn k4_head(b: &[u8]) -> Levels<8> {
 
 /// Element `128h + 32k + l` has its low 4 bits in nibble k/2 of `ql[64h + 32(k%2) + l]` and
 /// its top 2 bits at bits 2k.. of `qh[32h + l]`; levels are stored plus 32.
-fn unpack_q6_k(b: &[u8]) -> Levels<16> {
+pub(super) fn unpack_q6_k(b: &[u8]) -> Levels<16> {
     let mut l = Levels::new(read_f16(b, q6_k::D));
     for (dst, &sc) in l.scales.iter_mut().zip(&b[q6_k::SCALES..q6_k::SCALES + 16]) {
         *dst = i32::from(sc as i8);
