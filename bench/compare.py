@@ -141,13 +141,17 @@ def main():
         commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                                 capture_output=True, text=True).stdout.strip()
         today = datetime.date.today().isoformat()
+        # A capped instruction set changes what plumb runs: the section must say so.
+        cap = os.environ.get("PLUMB_CPU_ISA")
+        env = f"PLUMB_CPU_ISA={cap} " if cap else ""
+        capped = f", plumb capped at PLUMB_CPU_ISA={cap}" if cap else ""
         section = f"""
-### plumb vs llama.cpp, {today} (plumb {commit}, llama-cpp-python {llama_cpp.__version__})
+### plumb vs llama.cpp, {today} (plumb {commit}, llama-cpp-python {llama_cpp.__version__}{capped})
 
 **Machine:** {machine_description()}.
 
-**Command:** `python3 bench/compare.py --models {args.models} --threads {args.threads} -p {args.n_prompt} -n {args.n_gen} -r {args.repetitions} --append docs/benchmarks.md`
-(plumb side: `plumb {plumb_cmds[0]}` and likewise for each model.)
+**Command:** `{env}python3 bench/compare.py --models {args.models} --threads {args.threads} -p {args.n_prompt} -n {args.n_gen} -r {args.repetitions} --append docs/benchmarks.md`
+(plumb side: `{env}plumb {plumb_cmds[0]}` and likewise for each model.)
 
 {table}
 """
