@@ -12,10 +12,26 @@
 #   apt-get install --no-install-recommends chromium
 #   cargo install wasm-bindgen-cli --version 0.2.130   (crates/web's wasm-bindgen version)
 # A missing one is an error before anything runs, not a skip. The wgpu backend's tests run on
-# whatever Vulkan adapter the loader finds (.ci/run picks Mesa's lavapipe) and skip loudly
-# without one.
+# the Vulkan driver that VK_DRIVER_FILES names; unset, on Mesa's lavapipe where it is installed
+# (apt-get install mesa-vulkan-drivers libvulkan1: the same adapter on every machine, GPU or
+# not), else on whatever the loader finds; with no adapter they skip loudly.
 set -eu
 cd "$(dirname "$0")/.."
+
+if [ -z "${VK_DRIVER_FILES:-}" ]; then
+    for icd in /usr/share/vulkan/icd.d/lvp_icd.*.json; do
+        if [ -e "$icd" ]; then
+            VK_DRIVER_FILES="$icd"
+            export VK_DRIVER_FILES
+            break
+        fi
+    done
+fi
+# lavapipe asks for a runtime directory, which a container may not have.
+if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
+    XDG_RUNTIME_DIR="$(mktemp -d)"
+    export XDG_RUNTIME_DIR
+fi
 
 # The wgpu backend's Metal path is compiled for Apple silicon, though nothing here runs it.
 rustup target list --installed 2>/dev/null | grep -qx aarch64-apple-darwin || {
