@@ -89,8 +89,9 @@ impl Kernel {
     }
 
     /// What the kernel's source needs before it: the byte reads and the dequantization of
-    /// its weight type, and for the mat-vec kernels the group products, their row count
-    /// `ROWS` and `dot_group`, the product of the type.
+    /// its weight type; for the products their parameters and bindings; and for the mat-vec
+    /// kernels the group products, their row count `ROWS` and `dot_group`, the product of the
+    /// type.
     fn prelude(self) -> Option<String> {
         let quant = self.quant()?;
         let dequant = format!(
@@ -101,12 +102,16 @@ impl Kernel {
         );
         Some(match self {
             Kernel::Matvec { rows, .. } | Kernel::MatvecSubgroup { rows, .. } => format!(
-                "{dequant}\nconst ROWS: u32 = {rows}u;\n{}\n\
+                "{dequant}\n{}\nconst ROWS: u32 = {rows}u;\n{}\n\
                  fn dot_group(rows: array<u32, ROWS>, g: u32, xb: u32, \
                  acc: ptr<function, array<f32, ROWS>>) {{\n    {}(rows, g, xb, acc);\n}}\n",
+                include_str!("shaders/matvec_io.wgsl"),
                 include_str!("shaders/matvec_dot.wgsl"),
                 quant.matvec_dot().0,
             ),
+            Kernel::Matmul(_) | Kernel::MatmulSubgroup(_) => {
+                format!("{dequant}\n{}", include_str!("shaders/matmul_io.wgsl"))
+            }
             _ => dequant,
         })
     }

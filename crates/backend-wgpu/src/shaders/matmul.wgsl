@@ -2,24 +2,7 @@
 // A workgroup takes one row and up to TOKENS tokens: its threads stride over the row four
 // values at a time, dequantizing each group once for all the tokens, and their partial sums
 // meet in workgroup memory. Everything accumulates in f32.
-
-struct Params {
-    // Rows of this chunk.
-    n_rows: u32,
-    // Row length / 4.
-    k4: u32,
-    n_tokens: u32,
-    row_bytes: u32,
-    // The chunk's first row: the first output column it writes.
-    first_row: u32,
-    // The output's width: all rows of the weight.
-    m: u32,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> w: array<u32>;
-@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+// Params and the bindings: `matmul_io.wgsl`.
 
 const THREADS: u32 = 64u;
 const TOKENS: u32 = 16u;

@@ -4,24 +4,7 @@
 // and no workgroup memory: a workgroup holds as many rows as it has subgroups. Everything
 // accumulates in f32. The host dispatches enough workgroups for the device's largest
 // subgroup; workgroups past the last row do nothing.
-
-struct Params {
-    // Rows of this chunk.
-    n_rows: u32,
-    // Row length / 4.
-    k4: u32,
-    n_tokens: u32,
-    row_bytes: u32,
-    // The chunk's first row: the first output column it writes.
-    first_row: u32,
-    // The output's width: all rows of the weight.
-    m: u32,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> w: array<u32>;
-@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+// Params and the bindings: `matmul_io.wgsl`.
 
 const TOKENS: u32 = 16u;
 

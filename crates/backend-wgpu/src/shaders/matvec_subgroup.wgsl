@@ -5,25 +5,7 @@
 // barrier and no workgroup memory. Everything accumulates in f32. The host dispatches enough
 // workgroups for the device's largest subgroup; rows past the last are computed as the last
 // one and not written.
-
-struct Params {
-    // Rows of this chunk.
-    n_rows: u32,
-    // Value groups per row.
-    n_groups: u32,
-    // Row length / 4.
-    k4: u32,
-    row_bytes: u32,
-    // The chunk's first row: the first output column it writes.
-    first_row: u32,
-    // The output's width: all rows of the weight.
-    m: u32,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> w: array<u32>;
-@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+// Params and the bindings: `matvec_io.wgsl`.
 
 @compute @workgroup_size(64)
 fn main(
