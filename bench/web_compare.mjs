@@ -10,11 +10,11 @@
 // of their forward passes; wllama's `timings.predicted_per_second` is llama.cpp's.
 
 import { spawnSync } from "node:child_process";
-import { createReadStream, existsSync, statSync } from "node:fs";
-import { createServer } from "node:http";
+import { existsSync, statSync } from "node:fs";
 import { createRequire } from "node:module";
-import { dirname, extname, join, normalize, resolve } from "node:path";
+import { dirname, join, normalize, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { serveFiles } from "../tools/web-server.mjs";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const { chromium } = createRequire(join(root, "bench/web/package.json"))("playwright-core");
@@ -29,28 +29,16 @@ const mounts = [
   ["/bench/", join(root, "bench/web")],
   ["/", join(root, "web/dist")],
 ];
-const TYPES = { ".html": "text/html", ".js": "text/javascript", ".wasm": "application/wasm", ".css": "text/css" };
-const server = createServer((request, response) => {
-  const path = decodeURIComponent(new URL(request.url, "http://x").pathname);
-  let file = path === "/model.gguf" ? model : null;
-  for (const [prefix, dir] of file ? [] : mounts) {
+const { server, base } = await serveFiles((path) => {
+  if (path === "/model.gguf") return model;
+  for (const [prefix, dir] of mounts) {
     if (path.startsWith(prefix)) {
-      file = join(dir, normalize("/" + path.slice(prefix.length)));
-      break;
+      const file = join(dir, normalize("/" + path.slice(prefix.length)));
+      return existsSync(file) && statSync(file).isDirectory() ? join(file, "index.html") : file;
     }
   }
-  if (file && existsSync(file) && statSync(file).isDirectory()) file = join(file, "index.html");
-  if (!file || !existsSync(file)) return response.writeHead(404).end();
-  response.writeHead(200, {
-    "Content-Type": TYPES[extname(file)] ?? "application/octet-stream",
-    "Content-Length": statSync(file).size,
-    "Cross-Origin-Opener-Policy": "same-origin",
-    "Cross-Origin-Embedder-Policy": "require-corp",
-  });
-  createReadStream(file).pipe(response);
+  return null;
 });
-await new Promise((r) => server.listen(0, "127.0.0.1", r));
-const base = `http://127.0.0.1:${server.address().port}`;
 
 const browser = await chromium.launch({ executablePath: chromiumPath, args: ["--no-sandbox"] });
 const results = [];

@@ -3,9 +3,9 @@
 // equal native `plumb run --chat` text for text, a stop, and the errors of a truncated GGUF
 // (loaded by URL) and of a file that is not GGUF (picked with the file input).
 //
-// Native plumb runs on its scalar kernels (PLUMB_CPU_ISA=scalar), which compute what the
-// WebAssembly SIMD128 kernels compute, in the same order: the same numbers bit for bit, so the
-// same greedy tokens. With its AVX2 or AVX-512 kernels (other lane widths, fused multiply-add)
+// Native plumb runs on its scalar kernels (PLUMB_CPU_ISA=scalar), whose lanes are as wide as
+// the WebAssembly SIMD128 kernels' and sum in their order, so that greedy decoding picks the
+// same tokens (this test compares the text; the logits are not compared). With its AVX2 or AVX-512 kernels (other lane widths, fused multiply-add)
 // native plumb rounds differently, and a small model's greedy text can part after a few
 // tokens; the test prints how far those agree, for information.
 //
@@ -13,10 +13,10 @@
 //   GGUF), DIST (web/dist) and OUT (a folder for the screenshot and the test files) set.
 
 import { spawnSync } from "node:child_process";
-import { createReadStream, existsSync, statSync, writeFileSync, openSync, readSync, closeSync } from "node:fs";
-import { createServer } from "node:http";
-import { extname, join, normalize } from "node:path";
+import { statSync, writeFileSync, openSync, readSync, closeSync } from "node:fs";
+import { join, normalize } from "node:path";
 import { createRequire } from "node:module";
+import { serveFiles } from "./web-server.mjs";
 
 const require = createRequire(join(process.cwd(), "web", "package.json"));
 const { chromium } = require("playwright-core");
@@ -67,27 +67,12 @@ function native(prompt, history, isa) {
   return run.stdout.replace(/\n$/, ""); // plumb run ends the text with one newline
 }
 
-// A static server: the page, and /models/ for the test files, with the page's headers.
-const TYPES = { ".html": "text/html", ".js": "text/javascript", ".css": "text/css", ".wasm": "application/wasm" };
-const server = createServer((request, response) => {
-  const path = decodeURIComponent(new URL(request.url, "http://x").pathname);
-  const file = path.startsWith("/models/")
-    ? MODELS[path.slice("/models/".length)]
-    : join(DIST, normalize(path === "/" ? "/index.html" : path));
-  if (!file || !file.startsWith(path.startsWith("/models/") ? "/" : DIST) || !existsSync(file)) {
-    response.writeHead(404).end("not found");
-    return;
-  }
-  response.writeHead(200, {
-    "Content-Type": TYPES[extname(file)] ?? "application/octet-stream",
-    "Content-Length": statSync(file).size,
-    "Cross-Origin-Opener-Policy": "same-origin",
-    "Cross-Origin-Embedder-Policy": "require-corp",
-  });
-  createReadStream(file).pipe(response);
+// The page, and /models/ for the test files, with the page's headers.
+const { server, base } = await serveFiles((path) => {
+  if (path.startsWith("/models/")) return MODELS[path.slice("/models/".length)];
+  const file = join(DIST, normalize(path === "/" ? "/index.html" : path));
+  return file.startsWith(DIST) ? file : null;
 });
-await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
-const base = `http://127.0.0.1:${server.address().port}`;
 
 const browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
 try {
