@@ -5,10 +5,11 @@
 
 mod common;
 
-use common::{assert_close, kv_cache, run, with_pass, Rng, REF};
+use common::{assert_close, kv_cache, run, with_pass, REF};
 use plumb_backend_cuda::CudaBackend;
 use plumb_backend_ref::{HostTensor, RefBackend};
 use plumb_model::{AttentionStep, Backend, KvCache, KvConfig, LayerKv, TokenPos};
+use plumb_testutil::Rng;
 
 const N_HEAD: usize = 8;
 const N_HEAD_KV: usize = 2;
@@ -79,7 +80,7 @@ impl Caches {
         for _ in 0..2 {
             let mut input = |width: usize| {
                 // Keys and queries a few times larger than unit, so that the softmax is peaked.
-                let values: Vec<f32> = self.rng.values(n * width).iter().map(|v| 3.0 * v).collect();
+                let values: Vec<f32> = self.rng.values(n * width, 3.0);
                 let d = self.cuda.upload(n, width, values.clone()).unwrap();
                 (HostTensor::new(n, width, values), d)
             };

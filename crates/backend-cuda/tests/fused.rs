@@ -4,13 +4,14 @@
 
 mod common;
 
-use common::{kv_cache, run, tensors, weight, with_pass, Rng};
+use common::{kv_cache, run, tensors, weight, with_pass};
 use plumb_backend_cuda::{CudaBackend, CudaTensor};
 use plumb_gguf::GgmlType;
 use plumb_model::{
     Activation, Activations, AttentionStep, Backend, GatedFfnWeights, KvConfig, LayerKv,
     Projection, Rope, RopeStyle,
 };
+use plumb_testutil::Rng;
 
 /// Fails unless `got` and `want` hold the same values bit for bit: the fused kernels do the
 /// primitives' arithmetic in the same order.
@@ -51,7 +52,14 @@ fn gated_ffn_equals_its_projections_and_activation() {
     let (n_embd, n_ff) = (256, 512);
     let (_, x) = tensors(&cuda, &mut rng, 3, n_embd);
     let matrix = |rng: &mut Rng, name: &str, k: usize, m: usize| {
-        weight(&cuda, name, GgmlType::Q8_0, &[k, m], &rng.values(k * m)).1
+        weight(
+            &cuda,
+            name,
+            GgmlType::Q8_0,
+            &[k, m],
+            &rng.values(k * m, 1.0),
+        )
+        .1
     };
     let gate = matrix(&mut rng, "gate", n_embd, n_ff);
     let up = matrix(&mut rng, "up", n_embd, n_ff);
@@ -61,9 +69,15 @@ fn gated_ffn_equals_its_projections_and_activation() {
         "gate.bias",
         GgmlType::F32,
         &[n_ff],
-        &rng.values(n_ff),
+        &rng.values(n_ff, 1.0),
     );
-    let (_, up_bias) = weight(&cuda, "up.bias", GgmlType::F32, &[n_ff], &rng.values(n_ff));
+    let (_, up_bias) = weight(
+        &cuda,
+        "up.bias",
+        GgmlType::F32,
+        &[n_ff],
+        &rng.values(n_ff, 1.0),
+    );
     for activation in [Activation::Silu, Activation::GeluTanh] {
         for with_bias in [false, true] {
             let p = |w, b| Projection {
@@ -120,8 +134,9 @@ fn rope_store_kv_equals_rope_rope_store_kv() {
         let tokens = vec![0; places.len()];
         let n = places.len();
         let inputs = |rng: &mut Rng| {
-            [n_head, n_head_kv, n_head_kv]
-                .map(|heads| cuda.upload(n, heads * head_dim, rng.values(n * heads * head_dim)))
+            [n_head, n_head_kv, n_head_kv].map(|heads| {
+                cuda.upload(n, heads * head_dim, rng.values(n * heads * head_dim, 1.0))
+            })
         };
         let [q, k, v] = inputs(&mut rng).map(Result::unwrap);
         let copy = |t: &CudaTensor| cuda.upload(n, t.width(), cuda.to_host(t).unwrap()).unwrap();
@@ -164,7 +179,7 @@ fn top_k_on_the_device_ranks_as_the_host_does() {
     let cuda = require_cuda!();
     let mut rng = Rng::new(24);
     let width = 50_000;
-    let mut values: Vec<f32> = rng.values(3 * width);
+    let mut values: Vec<f32> = rng.values(3 * width, 1.0);
     // Ties (the lower id first), NaN (below every number), both zeros and infinities.
     values[10] = 5.0;
     values[20] = 5.0;

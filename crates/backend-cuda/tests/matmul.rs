@@ -6,10 +6,11 @@
 
 mod common;
 
-use common::{no_kv, run, weight, with_pass, Rng};
+use common::{no_kv, run, weight, with_pass};
 use plumb_backend_cuda::CudaBackend;
 use plumb_gguf::GgmlType;
 use plumb_model::Backend;
+use plumb_testutil::Rng;
 
 const TYPES: [GgmlType; 13] = {
     use GgmlType::*;
@@ -76,11 +77,11 @@ fn rel_diff(got: &[f32], want: &[f32]) -> f32 {
 
 /// Checks y = x · Wᵀ for a random m × k weight of type `ty` and each row count.
 fn check_products(cuda: &CudaBackend, rng: &mut Rng, ty: GgmlType, k: usize, m: usize) {
-    let values = rng.values(m * k);
+    let values = rng.values(m * k, 1.0);
     let (tensor, w) = weight(cuda, "w", ty, &[k, m], &values);
     let wf = dequantized(&tensor, ty);
     for n in ROW_COUNTS {
-        let x = rng.values(n * k);
+        let x = rng.values(n * k, 1.0);
         let want = product(&x, &wf, n, k, m);
         let got = cuda
             .to_host(
@@ -137,11 +138,11 @@ fn float_rows_of_any_length_match() {
         (GgmlType::F32, 102),
         (GgmlType::F32, 100),
     ] {
-        let values = rng.values(7 * k);
+        let values = rng.values(7 * k, 1.0);
         let (tensor, w) = weight(&cuda, "w", ty, &[k, 7], &values);
         let wf = dequantized(&tensor, ty);
         for n in [1, 3, 17] {
-            let x = rng.values(n * k);
+            let x = rng.values(n * k, 1.0);
             let want = product(&x, &wf, n, k, 7);
             let got = cuda
                 .to_host(
@@ -177,7 +178,7 @@ fn huge_activations_leave_small_ones_intact() {
         GgmlType::Q6_K,
         GgmlType::F16,
     ] {
-        let mut values = rng.values(m * k);
+        let mut values = rng.values(m * k, 1.0);
         for r in 0..m {
             values[r * k + outlier] = 0.0;
         }
@@ -185,7 +186,7 @@ fn huge_activations_leave_small_ones_intact() {
         let wf = dequantized(&tensor, ty);
         assert!((0..m).all(|r| wf[r * k + outlier] == 0.0));
         for n in [1, 11, 17] {
-            let mut x = rng.values(n * k);
+            let mut x = rng.values(n * k, 1.0);
             for i in 0..n {
                 x[i * k + outlier] = 1e5;
             }
@@ -218,12 +219,12 @@ fn outliers_are_split_off_before_quantizing() {
     let mut rng = Rng::new(16);
     let (k, m) = (512, 9);
     for ty in Q8_TYPES {
-        let values = rng.values(m * k);
+        let values = rng.values(m * k, 1.0);
         let (tensor, w) = weight(&cuda, "w", ty, &[k, m], &values);
         let wf = dequantized(&tensor, ty);
         // 11 rows: a group of 8 and 3 rows, each with its own rows' outliers.
         for n in [1, 3, 11] {
-            let small = rng.values(n * k);
+            let small = rng.values(n * k, 1.0);
             let mut x = small.clone();
             // Every row has one, in another block than the row before; the last row a second one.
             for i in 0..n {
@@ -277,7 +278,7 @@ fn get_rows_is_bit_exact() {
     let mut rng = Rng::new(15);
     let (k, m) = (768, 11);
     for ty in TYPES {
-        let values: Vec<f32> = rng.values(m * k).iter().map(|v| 3.0 * v).collect();
+        let values: Vec<f32> = rng.values(m * k, 3.0);
         let (tensor, w) = weight(&cuda, "token_embd.weight", ty, &[k, m], &values);
         let wf = dequantized(&tensor, ty);
         let tokens = [3u32, 0, 10, 3, 7];
@@ -297,7 +298,7 @@ fn get_rows_is_bit_exact() {
     }
     // Float rows of any length.
     for ty in [GgmlType::F16, GgmlType::BF16, GgmlType::F32] {
-        let values = rng.values(5 * 13);
+        let values = rng.values(5 * 13, 1.0);
         let (tensor, w) = weight(&cuda, "token_embd.weight", ty, &[13, 5], &values);
         let wf = dequantized(&tensor, ty);
         let got = cuda.to_host(&embed(&cuda, &w, &[4, 1])).unwrap();

@@ -3,9 +3,10 @@
 
 mod common;
 
-use common::{assert_close, no_kv, run, tensors, weight, with_pass, Rng, REF};
+use common::{assert_close, no_kv, run, tensors, weight, with_pass, REF};
 use plumb_gguf::GgmlType;
 use plumb_model::{Activation, Backend, Rope, RopeStyle};
+use plumb_testutil::Rng;
 
 /// f32 arithmetic in another order than the reference's f64.
 const TOL: f32 = 1e-5;
@@ -45,14 +46,14 @@ fn elementwise_ops_match() {
     );
     for act in [Activation::Silu, Activation::GeluTanh] {
         // Gates over a wider range than [-1, 1), where the nonlinearities bend.
-        let gate: Vec<f32> = rng.values(7 * 300).iter().map(|v| 6.0 * v).collect();
+        let gate: Vec<f32> = rng.values(7 * 300, 6.0);
         let g = plumb_backend_ref::HostTensor::new(7, 300, gate.clone());
         let gd = cuda.upload(7, 300, gate.clone()).unwrap();
         let want = REF.gated_activation(&g, &b, act).unwrap();
         let got = cuda.gated_activation(&gd, &bd, act).unwrap();
         assert_close(&cuda, &got, &want, TOL, &format!("{act:?}"));
     }
-    let bias = rng.values(300);
+    let bias = rng.values(300, 1.0);
     let (w, wd) = weight(&cuda, "bias", GgmlType::F32, &[300], &bias);
     let want = REF.add_bias(a.clone(), &w).unwrap();
     let got = cuda
@@ -157,7 +158,7 @@ fn embed_looks_up_rows_of_f32_and_f16_tables() {
     let cuda = require_cuda!();
     let mut rng = Rng::new(5);
     let (n_embd, n_vocab) = (96, 40);
-    let values = rng.values(n_embd * n_vocab);
+    let values = rng.values(n_embd * n_vocab, 1.0);
     let tokens = [0, 39, 5, 5, 17];
     let places = run(0, 0, tokens.len());
     for ty in [GgmlType::F32, GgmlType::F16] {
@@ -210,7 +211,7 @@ fn bad_arguments_are_errors_naming_the_problem() {
         "token_embd.weight",
         GgmlType::F32,
         &[64, 10],
-        &rng.values(640),
+        &rng.values(640, 1.0),
     );
     let embed = message(with_pass(
         &cuda,
@@ -221,7 +222,13 @@ fn bad_arguments_are_errors_naming_the_problem() {
         |pass, _| cuda.embed(&table, pass),
     ));
     assert!(embed.contains("token 10"), "{embed}");
-    let (_, norm) = weight(&cuda, "norm.weight", GgmlType::F32, &[48], &rng.values(48));
+    let (_, norm) = weight(
+        &cuda,
+        "norm.weight",
+        GgmlType::F32,
+        &[48],
+        &rng.values(48, 1.0),
+    );
     assert!(message(cuda.rms_norm(&xd, &norm, 1e-6)).contains("groups of 48"));
     assert!(message(cuda.matmul(&xd, &norm)).contains("not a matrix"));
     let rope = Rope {

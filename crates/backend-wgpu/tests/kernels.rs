@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{host, load, max_rel_diff, vector, weight, Batch, Rng};
+use common::{host, load, max_rel_diff, vector, weight, Batch};
 use plumb_backend_ref::RefBackend;
 use plumb_backend_wgpu::{WgpuBackend, SUPPORTED_TYPES};
 use plumb_gguf::GgmlType;
@@ -12,6 +12,7 @@ use plumb_model::{
     Activation, AttentionStep, Backend, BlockCopy, KvConfig, KvLayout, LayerKv, Rope, RopeStyle,
     TokenPos, WeightUse, Yarn,
 };
+use plumb_testutil::Rng;
 
 /// Bindings of at most 16 KiB: every test weight is split into chunks, of 8 rows (F32 rows
 /// of 512) to 56 (Q4_0), and batches of more than 8 tokens of 512 into windows.

@@ -7,7 +7,10 @@
 //! harness's capture, so that a skip is never silent in CI output.
 
 pub mod golden;
+mod rng;
 pub mod synthetic;
+
+pub use rng::Rng;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -43,34 +43,7 @@ macro_rules! require_cuda {
     };
 }
 
-/// xorshift64*: reproducible inputs without a dependency.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    /// Uniform in [-1, 1).
-    pub fn uniform(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-    }
-
-    pub fn values(&mut self, n: usize) -> Vec<f32> {
-        (0..n).map(|_| self.uniform()).collect()
-    }
-
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
+use plumb_testutil::Rng;
 
 /// The same random activations on both backends.
 pub fn tensors(
@@ -79,7 +52,7 @@ pub fn tensors(
     n_tokens: usize,
     width: usize,
 ) -> (HostTensor, CudaTensor) {
-    let values = rng.values(n_tokens * width);
+    let values = rng.values(n_tokens * width, 1.0);
     let device = cuda.upload(n_tokens, width, values.clone()).unwrap();
     (HostTensor::new(n_tokens, width, values), device)
 }
