@@ -325,9 +325,19 @@ impl Keys<'_> {
                 Some(Yarn::new(n_rot, n_ctx_orig, freq_base)),
                 attn_factor,
             )),
+            // LongRoPE rotates linearly (llama.cpp's ext_factor is 0 for it); its per-pair
+            // factors are tensors, which only the phi3 architecture file picks (long or short
+            // by context). Elsewhere they would be ignored, so such a file is refused.
+            "longrope" if self.arch == "phi3" => Ok((freq_scale, None, attn_factor)),
+            "longrope" => Err(self.bad(
+                "rope.scaling.type",
+                format!("longrope RoPE scaling is supported for phi3 only, not {}", self.arch),
+            )),
             other => Err(self.bad(
                 "rope.scaling.type",
-                format!("{other:?} RoPE scaling is not supported yet (only none, linear and yarn)"),
+                format!(
+                    "{other:?} RoPE scaling is not supported yet (only none, linear, yarn, and longrope for phi3)"
+                ),
             )),
         }
     }
@@ -453,6 +463,21 @@ mod tests {
         assert_eq!(hp.rope.freq_scale, 0.25);
         assert_eq!(hp.rope.yarn, Some(Yarn::new(16, 32, 10000.0)));
         assert_ne!(hp.rope.yarn, Some(Yarn::new(16, 128, 10000.0)));
+    }
+
+    #[test]
+    fn longrope_is_linear_for_phi3_and_refused_where_its_factors_would_be_ignored() {
+        use plumb_gguf::Value;
+        let longrope = [("rope.scaling.type", Value::String("longrope".into()))];
+        let hp = HyperParams::from_gguf(&file("phi3", &longrope)).unwrap();
+        assert_eq!((hp.rope.freq_scale, hp.rope.yarn), (1.0, None));
+
+        let err = HyperParams::from_gguf(&file("llama", &longrope)).unwrap_err();
+        assert!(
+            err.to_string().contains("llama.rope.scaling.type")
+                && err.to_string().contains("phi3 only"),
+            "{err}"
+        );
     }
 
     #[test]
