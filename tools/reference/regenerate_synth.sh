@@ -16,7 +16,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 out="${1:-$repo/testdata}"
 [ $# -gt 0 ] && shift
-names="${*:-llama3 mistral qwen3 qwen3-yarn gemma2 phi3 mixtral qwen3moe phi3-q8_0}"
+names="${*:-llama3 mistral qwen3 qwen3-yarn gemma2 phi3 phi3-short mixtral qwen3moe phi3-q8_0}"
 cache="${PLUMB_MODELS:-$HOME/.cache/plumb/models}"
 plumb="${PLUMB:-$repo/target/release/plumb}"
 py="${PYTHON:-python3}"

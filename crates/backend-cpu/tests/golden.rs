@@ -131,6 +131,18 @@ fn phi3_on_cpu_matches_llama_cpp() {
     check_synthetic("phi3", cpu(), FIRM_MARGIN_8BIT);
 }
 
+/// Within its original context phi3 rotates with its short factors, and this file names its
+/// scaling type (`longrope`) as newer converters do.
+#[test]
+fn phi3_short_factors_on_ref_matches_llama_cpp() {
+    check_synthetic("phi3-short", RefBackend::new(), FIRM_MARGIN);
+}
+
+#[test]
+fn phi3_short_factors_on_cpu_matches_llama_cpp() {
+    check_synthetic("phi3-short", cpu(), FIRM_MARGIN_8BIT);
+}
+
 #[test]
 fn mixtral_on_ref_matches_llama_cpp() {
     check_synthetic("mixtral", RefBackend::new(), FIRM_MARGIN);

@@ -20,8 +20,8 @@ use crate::weights::{fnv1a, normal_row};
 use crate::{FileType, SynthError};
 
 /// The models, by the name `--arch` takes.
-pub const ARCH_MODELS: [ArchModel; 8] = [
-    LLAMA3, MISTRAL, QWEN3, QWEN3_YARN, GEMMA2, PHI3, MIXTRAL, QWEN3MOE,
+pub const ARCH_MODELS: [ArchModel; 9] = [
+    LLAMA3, MISTRAL, QWEN3, QWEN3_YARN, GEMMA2, PHI3, PHI3_SHORT, MIXTRAL, QWEN3MOE,
 ];
 
 /// One tiny model: its architecture and shape, and the options that make it that model.
@@ -79,9 +79,11 @@ pub enum RopeScaling {
     },
     /// Phi-3's LongRoPE: `rope_factors_long` and `rope_factors_short` and the
     /// `rope.scaling.attn_factor` its converter computes, for a context of `context_length`
-    /// stretched from `original_context`.
+    /// stretched from `original_context`; with `rope.scaling.type` longrope written out where
+    /// `typed` (newer converters do, older ones leave the type to the architecture).
     LongRope {
         original_context: u32,
+        typed: bool,
     },
 }
 
@@ -222,9 +224,21 @@ pub const PHI3: ArchModel = ArchModel {
     output_std: Some(1.5),
     rope_scaling: RopeScaling::LongRope {
         original_context: 128,
+        typed: false,
     },
     options: Options::Phi3 { sliding_window: 64 },
     experts: None,
+};
+
+/// Phi-3 within its original context: the golden runs' 1024 positions stay under 2048, so
+/// llama.cpp (and plumb) rotate with `rope_factors_short`; the scaling type is written out.
+pub const PHI3_SHORT: ArchModel = ArchModel {
+    name: "phi3-short",
+    rope_scaling: RopeScaling::LongRope {
+        original_context: 2048,
+        typed: true,
+    },
+    ..PHI3
 };
 
 /// Mixtral's layout in small: a llama with 4 experts per layer, 2 used per token.
@@ -360,7 +374,14 @@ fn metadata(model: &ArchModel, tokenizer: &Metadata) -> Metadata {
             original_context,
         );
     }
-    if let RopeScaling::LongRope { original_context } = model.rope_scaling {
+    if let RopeScaling::LongRope {
+        original_context,
+        typed,
+    } = model.rope_scaling
+    {
+        if typed {
+            md.set(key("rope.scaling.type"), "longrope");
+        }
         md.set(
             key("rope.scaling.original_context_length"),
             original_context,

@@ -36,8 +36,8 @@ pub struct Args {
     #[arg(long = "type", value_name = "TYPE", value_parser = parse_file_type,
           required_unless_present = "arch")]
     file_type: Option<FileType>,
-    /// A tiny model of this architecture instead: llama3, mistral, qwen3, qwen3-yarn, gemma2, phi3, mixtral,
-    /// qwen3moe
+    /// A tiny model of this architecture instead: llama3, mistral, qwen3, qwen3-yarn, gemma2, phi3,
+    /// phi3-short, mixtral, qwen3moe
     #[arg(long, value_parser = parse_arch_model, conflicts_with_all = ["shape", "layers"],
           requires = "tokenizer_from")]
     arch: Option<ArchModel>,
