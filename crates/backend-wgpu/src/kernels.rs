@@ -79,6 +79,19 @@ impl Kernel {
         }
     }
 
+    /// The kernel's name, with its weight type and rows: "matvec_subgroup dq4_q4_k × 2".
+    pub fn label(self) -> String {
+        match self {
+            Kernel::Matvec { quant, rows } | Kernel::MatvecSubgroup { quant, rows } => {
+                format!("{} {} × {rows}", self.name(), quant.wgsl_fn())
+            }
+            _ => match self.quant() {
+                Some(q) => format!("{} {}", self.name(), q.wgsl_fn()),
+                None => self.name().to_owned(),
+            },
+        }
+    }
+
     /// The weight type the kernel reads, if it reads weights.
     fn quant(self) -> Option<Quant> {
         match self {
@@ -134,15 +147,7 @@ impl Kernels {
             Some(prelude) => format!("{prelude}\n{}", kernel.source()),
             None => kernel.source().to_owned(),
         };
-        let label = match kernel {
-            Kernel::Matvec { quant, rows } | Kernel::MatvecSubgroup { quant, rows } => {
-                format!("{} {} × {rows}", kernel.name(), quant.wgsl_fn())
-            }
-            _ => match kernel.quant() {
-                Some(q) => format!("{} {}", kernel.name(), q.wgsl_fn()),
-                None => kernel.name().to_owned(),
-            },
-        };
+        let label = kernel.label();
         let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let module = gpu
             .device

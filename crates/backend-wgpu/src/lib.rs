@@ -27,6 +27,7 @@ mod params;
 mod pass;
 mod quant;
 mod tensor;
+mod timings;
 mod weights;
 
 use std::ops::Range;
@@ -94,13 +95,14 @@ impl WgpuBackend {
             max_subgroup = ?gpu.max_subgroup,
             "wgpu backend"
         );
+        let recorder = Recorder::new(&gpu);
         Ok(WgpuBackend {
             max_binding: gpu.max_binding_bytes(),
             subgroups: gpu.max_subgroup.is_some(),
             matvec_rows: MATVEC_ROWS,
             gpu,
             kernels: Kernels::default(),
-            recorder: Recorder::default(),
+            recorder,
             uploaded: Uploaded::default(),
             pool: BufferPool::default(),
         })
@@ -173,14 +175,15 @@ impl WgpuBackend {
             .iter()
             .map(|b| b.as_entire_buffer_binding())
             .collect();
-        self.dispatch_bound(op, kernel, params, &bindings, workgroups, z)
+        self.dispatch_bound(op, (kernel, 0), params, &bindings, workgroups, z)
     }
 
-    /// Records `kernel` with the given bindings (parts of buffers).
+    /// Records `kernel`, which reads `weight_bytes` of weights (for the timings), with the
+    /// given bindings (parts of buffers).
     fn dispatch_bound(
         &self,
         op: &'static str,
-        kernel: Kernel,
+        (kernel, weight_bytes): (Kernel, u64),
         params: &[u32],
         bindings: &[wgpu::BufferBinding<'_>],
         workgroups: usize,
@@ -191,7 +194,15 @@ impl WgpuBackend {
             .get(&self.gpu, kernel)
             .map_err(|e| CHECK.error(op, e))?;
         self.recorder
-            .dispatch(&self.gpu, &pipeline, params, bindings, workgroups, z)
+            .dispatch(
+                &self.gpu,
+                (kernel, weight_bytes),
+                &pipeline,
+                params,
+                bindings,
+                workgroups,
+                z,
+            )
             .map_err(|e| CHECK.error(op, e))
     }
 
@@ -263,6 +274,15 @@ impl WgpuBackend {
         n: usize,
     ) -> Result<()> {
         self.dispatch(op, kernel, params, buffers, n.div_ceil(64), 1)
+    }
+}
+
+/// Prints the kernel timings, where they were asked for (`timings.rs`).
+impl Drop for WgpuBackend {
+    fn drop(&mut self) {
+        if let Some(report) = self.recorder.timings_report() {
+            eprint!("{report}");
+        }
     }
 }
 
@@ -491,7 +511,7 @@ impl Backend for WgpuBackend {
                 };
                 self.dispatch_bound(
                     "matmul",
-                    kernel,
+                    (kernel, chunk.buffer.size()),
                     &params,
                     &[
                         chunk.buffer.as_entire_buffer_binding(),
@@ -681,7 +701,7 @@ impl Backend for WgpuBackend {
             let n = window.len();
             self.dispatch_bound(
                 "top_k",
-                Kernel::TopK,
+                (Kernel::TopK, 0),
                 &u32s(&[n, width, k, window.start]),
                 &[
                     binding(&logits.buffer, window.start * width * 4, n * width * 4),
