@@ -63,10 +63,16 @@ impl Quant {
             Quant::Q4_1 | Quant::Q5_0 | Quant::Q5_1 => ("dot_dq4_block32", 32),
             Quant::Q4_0 => ("dot_q4_0", 32),
             Quant::Q8_0 => ("dot_q8_0", 32),
-            Quant::Q4K => ("dot_q4_k", 64),
-            Quant::Q5K => ("dot_q5_k", 64),
-            Quant::Q6K => ("dot_q6_k", 64),
+            Quant::Q4K => ("dot_q4_k", 32),
+            Quant::Q5K => ("dot_q5_k", 32),
+            Quant::Q6K => ("dot_q6_k", 16),
         }
+    }
+
+    /// Whether the mat-vec kernels read this type in 16-byte units (`weights_vec4.wgsl`,
+    /// `matvec_dot_k.wgsl`): its blocks are whole units, so its rows and chunks are too.
+    pub fn wide(self) -> bool {
+        matches!(self, Quant::Q4K | Quant::Q5K)
     }
 }
 
