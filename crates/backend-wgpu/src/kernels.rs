@@ -119,11 +119,15 @@ impl Kernel {
     /// the dequantization of its weight type; for the products their parameters and
     /// bindings; and for the mat-vec kernels the group products, their row count `ROWS`,
     /// `dot_group`, the product of the type, and `finish`, what they write. The gated
-    /// activation's nonlinearities.
+    /// activation's nonlinearities; the RMSNorms' workgroup sum.
     fn prelude(self) -> Option<String> {
         const ACTIVATIONS: &str = include_str!("shaders/activations.wgsl");
-        if self == Kernel::GatedActivation {
-            return Some(ACTIVATIONS.to_owned());
+        match self {
+            Kernel::GatedActivation => return Some(ACTIVATIONS.to_owned()),
+            Kernel::RmsNorm | Kernel::AddRmsNorm => {
+                return Some(include_str!("shaders/norm_sum.wgsl").to_owned())
+            }
+            _ => {}
         }
         let quant = self.quant()?;
         let wide =

@@ -63,9 +63,9 @@ impl Quant {
             Quant::Q4_1 | Quant::Q5_0 | Quant::Q5_1 => ("dot_dq4_block32", 32),
             Quant::Q4_0 => ("dot_q4_0", 32),
             Quant::Q8_0 => ("dot_q8_0", 32),
-            Quant::Q4K => ("dot_q4_k", 32),
-            Quant::Q5K => ("dot_q5_k", 32),
-            Quant::Q6K => ("dot_q6_k", 16),
+            Quant::Q4K => ("dot_q4_k", 64),
+            Quant::Q5K => ("dot_q5_k", 64),
+            Quant::Q6K => ("dot_q6_k", 64),
         }
     }
 

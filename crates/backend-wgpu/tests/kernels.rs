@@ -187,7 +187,7 @@ fn add_rms_norm_matches_the_reference_per_row_and_per_head() {
     let mut rng = Rng::new(29);
     let (n, width) = (3, 320);
     let (a, b) = (rng.values(n * width, 1.0), rng.values(n * width, 30.0));
-    for group in [width, 64] {
+    for group in [width, 64, 10] {
         let w = vector(&rng.values(group, 2.0));
         let (sum, normed) = gpu
             .add_rms_norm(
@@ -227,7 +227,8 @@ fn rms_norm_matches_the_reference_per_row_and_per_head() {
     // Rows of small and of large values.
     let mut x = rng.values(n * width, 1.0);
     x[width..2 * width].iter_mut().for_each(|v| *v *= 1000.0);
-    for group in [width, 32] {
+    // Groups of whole vec4s, read four values at a time, and groups of 6, one at a time.
+    for group in [width, 32, 6] {
         let w = vector(&rng.values(group, 2.0));
         let got = gpu.rms_norm(
             &gpu.upload(n, width, x.clone()).unwrap(),

@@ -1,9 +1,9 @@
 // The mat-vec kernels' inner step, per weight type: `dot_TYPE(rows, g, xb, acc)` adds, for
 // each of ROWS rows whose first bytes are at `rows`, the product of the row's value group
 // `g` with the same values of the activation row whose first vec4 is `x[xb]`. A group is
-// what shares its scales: 32 values (one 16-byte unit of nibbles, half of two sub-blocks) of
-// Q4_K and Q5_K, 16 values (four runs of four, one word each of low and high bits, four
-// scales) of Q6_K, one 32-value block of the others, and four values of the float types.
+// what shares its scales: 64 values (two sub-blocks, two 16-byte units of nibbles) of Q4_K
+// and Q5_K, 64 values (one l-half of a 128-value half, four scales) of Q6_K, one
+// 32-value block of the others, and four values of the float types.
 // Each reads its scales once per group and each activation vec4 once for all ROWS rows; the
 // integer parts are summed before they are scaled. The host passes the group count of a row
 // (`Quant::matvec_dot`). Q4_K's and Q5_K's are in `matvec_dot_k.wgsl`, which reads the
@@ -64,54 +64,49 @@ fn dot_q8_0(rows: array<u32, ROWS>, g: u32, xb: u32, acc: ptr<function, array<f3
     }
 }
 
-// Q6_K: group g is 16 values of super-block g / 16: with t = g % 16, half h = t / 8 and
-// l = 4(t % 8), values 128h + 32k + l .. 128h + 32k + l + 3 for k = 0..3. Their low nibbles are
-// in the word at 64h + l (k = 0, 2) and at 64h + 32 + l (k = 1, 3), their high bit pairs at
-// bits 2k of the word at 128 + 32h + l, their scales at 192 + 8h + l/16 + 2k: consecutive
-// lanes read consecutive words. Every other super-block starts two bytes into a word, so the
-// words are read without a branch that would split the subgroup (`word_at2`).
+// Q6_K: group g is half h = (g / 2) % 2 of super-block g / 4, byte range l = 16j..16j + 15
+// (j = g % 2) of it, for all four k: values 128h + 32k + 16j + i (i = 0..15). Their low
+// nibbles are in bytes 64h + 16j + i (k = 0, 2) and 64h + 32 + 16j + i (k = 1, 3), their
+// high bit pairs at bits 2k of byte 128 + 32h + 16j + i, their scales at 192 + 8h + j + 2k.
 fn dot_q6_k(rows: array<u32, ROWS>, g: u32, xb: u32, acc: ptr<function, array<f32, ROWS>>) {
-    let t = g & 15u;
-    let h = t >> 3u;
-    let l = 4u * (t & 7u);
-    let sb = (g >> 4u) * 210u;
-    let xv = xb + (g >> 4u) * 64u + 32u * h + (l >> 2u);
-    let x0 = x[xv];
-    let x1 = x[xv + 8u];
-    let x2 = x[xv + 16u];
-    let x3 = x[xv + 24u];
+    let h = (g >> 1u) & 1u;
+    let j = g & 1u;
+    let sb = (g >> 2u) * 210u;
+    let xv = xb + (g >> 2u) * 64u + 32u * h + 4u * j;
+    var qx: array<vec4<f32>, ROWS>;
+    for (var i = 0u; i < 4u; i++) {
+        let x0 = x[xv + i];
+        let x1 = x[xv + 8u + i];
+        let x2 = x[xv + 16u + i];
+        let x3 = x[xv + 24u + i];
+        for (var r = 0u; r < ROWS; r++) {
+            let b = rows[r] + sb;
+            let a = word_at(b + 64u * h + 16u * j + 4u * i);
+            let c = word_at(b + 64u * h + 32u + 16u * j + 4u * i);
+            let hb = word_at(b + 128u + 32u * h + 16u * j + 4u * i);
+            let q0 = (bytes4(a) & vec4<u32>(15u)) | ((bytes4(hb) & vec4<u32>(3u)) << vec4<u32>(4u));
+            let q1 = (bytes4(c) & vec4<u32>(15u)) | ((bytes4(hb >> 2u) & vec4<u32>(3u)) << vec4<u32>(4u));
+            let q2 = (bytes4(a >> 4u) & vec4<u32>(15u)) | ((bytes4(hb >> 4u) & vec4<u32>(3u)) << vec4<u32>(4u));
+            let q3 = (bytes4(c >> 4u) & vec4<u32>(15u)) | ((bytes4(hb >> 6u) & vec4<u32>(3u)) << vec4<u32>(4u));
+            qx[r] += vec4<f32>(
+                dot(vec4<f32>(q0) - 32.0, x0),
+                dot(vec4<f32>(q1) - 32.0, x1),
+                dot(vec4<f32>(q2) - 32.0, x2),
+                dot(vec4<f32>(q3) - 32.0, x3),
+            );
+        }
+    }
     for (var r = 0u; r < ROWS; r++) {
         let b = rows[r] + sb;
-        let a = word_at2(b + 64u * h + l);
-        let c = word_at2(b + 64u * h + 32u + l);
-        let hb = word_at2(b + 128u + 32u * h + l);
-        let q0 = (bytes4(a) & vec4<u32>(15u)) | ((bytes4(hb) & vec4<u32>(3u)) << vec4<u32>(4u));
-        let q1 = (bytes4(c) & vec4<u32>(15u)) | ((bytes4(hb >> 2u) & vec4<u32>(3u)) << vec4<u32>(4u));
-        let q2 = (bytes4(a >> 4u) & vec4<u32>(15u)) | ((bytes4(hb >> 4u) & vec4<u32>(3u)) << vec4<u32>(4u));
-        let q3 = (bytes4(c >> 4u) & vec4<u32>(15u)) | ((bytes4(hb >> 6u) & vec4<u32>(3u)) << vec4<u32>(4u));
-        let qx = vec4<f32>(
-            dot(vec4<f32>(q0) - 32.0, x0),
-            dot(vec4<f32>(q1) - 32.0, x1),
-            dot(vec4<f32>(q2) - 32.0, x2),
-            dot(vec4<f32>(q3) - 32.0, x3),
-        );
-        let s = b + 192u + 8u * h + (l >> 4u);
-        let s01 = word_at2(s);
-        let s23 = word_at2(s + 4u);
+        let s = b + 192u + 8u * h + j;
+        let s01 = word_at(s);
+        let s23 = word_at(s + 4u);
         let sc = vec4<f32>(vec4<i32>(
             signed_byte(s01),
             signed_byte(s01 >> 16u),
             signed_byte(s23),
             signed_byte(s23 >> 16u),
         ));
-        (*acc)[r] += f16_at(b + 208u) * dot(sc, qx);
+        (*acc)[r] += f16_at(b + 208u) * dot(sc, qx[r]);
     }
-}
-
-// The four bytes at `off`, as `word_at` reads them, but always from two words: where the
-// offset is a whole word the second contributes nothing.
-fn word_at2(off: u32) -> u32 {
-    let shift = (off & 3u) * 8u;
-    let i = off >> 2u;
-    return (w_word(i) >> shift) | ((w_word(i + 1u) << (31u - shift)) << 1u);
 }
