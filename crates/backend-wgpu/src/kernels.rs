@@ -115,8 +115,8 @@ impl Kernel {
         }
     }
 
-    /// What the kernel's source needs before it: the weights' binding, the byte reads and
-    /// the dequantization of its weight type; for the products their parameters and
+    /// What the kernel's source needs before it: the byte reads and the dequantization of
+    /// its weight type; for the products their parameters and
     /// bindings; and for the mat-vec kernels the group products, their row count `ROWS`,
     /// `dot_group`, the product of the type, and `finish`, what they write. The gated
     /// activation's nonlinearities; the RMSNorms' workgroup sum.
@@ -130,18 +130,8 @@ impl Kernel {
             _ => {}
         }
         let quant = self.quant()?;
-        let wide =
-            matches!(self, Kernel::Matvec { .. } | Kernel::MatvecSubgroup { .. }) && quant.wide();
-        let (weights, dot_k) = if wide {
-            (
-                include_str!("shaders/weights_vec4.wgsl"),
-                include_str!("shaders/matvec_dot_k.wgsl"),
-            )
-        } else {
-            (include_str!("shaders/weights_u32.wgsl"), "")
-        };
         let dequant = format!(
-            "{weights}\n{}\n{}\nfn dq4(row: u32, g: u32) -> vec4<f32> {{\n    return {}(row, g);\n}}\n",
+            "{}\n{}\nfn dq4(row: u32, g: u32) -> vec4<f32> {{\n    return {}(row, g);\n}}\n",
             include_str!("shaders/weight_bytes.wgsl"),
             include_str!("shaders/dequant.wgsl"),
             quant.wgsl_fn(),
@@ -156,7 +146,7 @@ impl Kernel {
                     None => include_str!("shaders/matvec_store.wgsl").to_owned(),
                 };
                 format!(
-                    "{dequant}\n{}\nconst ROWS: u32 = {rows}u;\n{}\n{dot_k}\n{finish}\n\
+                    "{dequant}\n{}\nconst ROWS: u32 = {rows}u;\n{}\n{finish}\n\
                      fn dot_group(rows: array<u32, ROWS>, g: u32, xb: u32, \
                      acc: ptr<function, array<f32, ROWS>>) {{\n    {}(rows, g, xb, acc);\n}}\n",
                     include_str!("shaders/matvec_io.wgsl"),

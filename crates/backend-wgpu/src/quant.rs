@@ -68,12 +68,6 @@ impl Quant {
             Quant::Q6K => ("dot_q6_k", 64),
         }
     }
-
-    /// Whether the mat-vec kernels read this type in 16-byte units (`weights_vec4.wgsl`,
-    /// `matvec_dot_k.wgsl`): its blocks are whole units, so its rows and chunks are too.
-    pub fn wide(self) -> bool {
-        matches!(self, Quant::Q4K | Quant::Q5K)
-    }
 }
 
 /// Every type with a kernel, for the tests.

@@ -5,7 +5,7 @@
 
 fn dq4_f32(row: u32, g: u32) -> vec4<f32> {
     let i = (row >> 2u) + 4u * g;
-    return bitcast<vec4<f32>>(vec4<u32>(w_word(i), w_word(i + 1u), w_word(i + 2u), w_word(i + 3u)));
+    return bitcast<vec4<f32>>(vec4<u32>(w[i], w[i + 1u], w[i + 2u], w[i + 3u]));
 }
 
 fn dq4_f16(row: u32, g: u32) -> vec4<f32> {

@@ -15,6 +15,6 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-// The weights at binding 1: `weights_u32.wgsl`.
+@group(0) @binding(1) var<storage, read> w: array<u32>;
 @group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;

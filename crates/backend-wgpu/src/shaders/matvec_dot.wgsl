@@ -1,13 +1,11 @@
 // The mat-vec kernels' inner step, per weight type: `dot_TYPE(rows, g, xb, acc)` adds, for
 // each of ROWS rows whose first bytes are at `rows`, the product of the row's value group
 // `g` with the same values of the activation row whose first vec4 is `x[xb]`. A group is
-// what shares its scales: 64 values (two sub-blocks, two 16-byte units of nibbles) of Q4_K
-// and Q5_K, 64 values (one l-half of a 128-value half, four scales) of Q6_K, one
-// 32-value block of the others, and four values of the float types.
-// Each reads its scales once per group and each activation vec4 once for all ROWS rows; the
-// integer parts are summed before they are scaled. The host passes the group count of a row
-// (`Quant::matvec_dot`). Q4_K's and Q5_K's are in `matvec_dot_k.wgsl`, which reads the
-// weights in 16-byte units.
+// what shares its scales: 64 values (two sub-blocks) of Q4_K and Q5_K, 64 values (one l-half
+// of a 128-value half, four scales) of Q6_K, one 32-value block of the others, and four
+// values of the float types. Each reads its scales once per group and each activation vec4
+// once for all ROWS rows; the integer parts are summed before they are scaled. The host
+// passes the group count of a row (`Quant::matvec_group`).
 //
 // ROWS and `dq4` are defined by the host in the kernel's prelude.
 
@@ -62,6 +60,62 @@ fn dot_q8_0(rows: array<u32, ROWS>, g: u32, xb: u32, acc: ptr<function, array<f3
     for (var r = 0u; r < ROWS; r++) {
         (*acc)[r] += f16_at(rows[r] + g * 34u) * qx[r];
     }
+}
+
+// Q4_K and Q5_K: group g is sub-blocks 2p and 2p + 1 (p = g % 4) of super-block g / 4, the
+// low and the high nibbles of the same 32 bytes. A sub-block's values are d·sc·q − dmin·m:
+// its sum is d·sc·Σ q·x − dmin·m·Σ x. `qs` and `qh` are the offsets of the nibbles and the
+// fifth bits in a super-block of `block` bytes (Q4_K has no fifth bits: qh = 0).
+fn dot_k_quant(
+    rows: array<u32, ROWS>,
+    g: u32,
+    xb: u32,
+    acc: ptr<function, array<f32, ROWS>>,
+    block: u32,
+    qs: u32,
+    qh: u32,
+) {
+    let p = g & 3u;
+    let sb = (g >> 2u) * block;
+    var lo_qx: array<f32, ROWS>;
+    var hi_qx: array<f32, ROWS>;
+    var lo_sx = 0.0;
+    var hi_sx = 0.0;
+    for (var i = 0u; i < 8u; i++) {
+        let lo_x = x[xb + 16u * g + i];
+        let hi_x = x[xb + 16u * g + 8u + i];
+        lo_sx += dot(lo_x, vec4<f32>(1.0));
+        hi_sx += dot(hi_x, vec4<f32>(1.0));
+        for (var r = 0u; r < ROWS; r++) {
+            let b = rows[r] + sb;
+            let q = word_at(b + qs + 32u * p + 4u * i);
+            var lo = bytes4(q) & vec4<u32>(15u);
+            var hi = bytes4(q >> 4u) & vec4<u32>(15u);
+            if (qh != 0u) {
+                let h = word_at(b + qh + 4u * i) >> (2u * p);
+                lo |= (bytes4(h) & vec4<u32>(1u)) << vec4<u32>(4u);
+                hi |= (bytes4(h >> 1u) & vec4<u32>(1u)) << vec4<u32>(4u);
+            }
+            lo_qx[r] += dot(vec4<f32>(lo), lo_x);
+            hi_qx[r] += dot(vec4<f32>(hi), hi_x);
+        }
+    }
+    for (var r = 0u; r < ROWS; r++) {
+        let b = rows[r] + sb;
+        let dm = unpack2x16float(word_at(b));
+        let lo_sm = vec2<f32>(scale_min_k4(b + 4u, 2u * p));
+        let hi_sm = vec2<f32>(scale_min_k4(b + 4u, 2u * p + 1u));
+        (*acc)[r] += dm.x * (lo_sm.x * lo_qx[r] + hi_sm.x * hi_qx[r])
+            - dm.y * (lo_sm.y * lo_sx + hi_sm.y * hi_sx);
+    }
+}
+
+fn dot_q4_k(rows: array<u32, ROWS>, g: u32, xb: u32, acc: ptr<function, array<f32, ROWS>>) {
+    dot_k_quant(rows, g, xb, acc, 144u, 16u, 0u);
+}
+
+fn dot_q5_k(rows: array<u32, ROWS>, g: u32, xb: u32, acc: ptr<function, array<f32, ROWS>>) {
+    dot_k_quant(rows, g, xb, acc, 176u, 48u, 16u);
 }
 
 // Q6_K: group g is half h = (g / 2) % 2 of super-block g / 4, byte range l = 16j..16j + 15

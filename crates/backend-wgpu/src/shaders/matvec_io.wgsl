@@ -16,8 +16,7 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-// The weights at binding 1: `weights_u32.wgsl`, or `weights_vec4.wgsl` where the type's
-// rows are whole 16-byte units (`Quant::wide`).
+@group(0) @binding(1) var<storage, read> w: array<u32>;
 @group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 // `finish(i, v)`, the value written as output i when the row's product is v: v itself

@@ -1,14 +1,14 @@
-// Reads of the weights (a GGUF tensor's bytes as stored, little-endian, padded to whole
-// words) at any byte offset, through `w_word(i)`, the i-th 4-byte word (`weights_u32.wgsl`
-// or `weights_vec4.wgsl`): blocks of 18, 22, 34 or 210 bytes start anywhere in a word. Every
-// field of every block type starts at an even offset, so a half never straddles two words.
+// Reads of the weight words `w` (a GGUF tensor's bytes as stored, little-endian, padded to
+// whole words) at any byte offset: blocks of 18, 22, 34 or 210 bytes start anywhere in a
+// word. Every field of every block type starts at an even offset, so a half never straddles
+// two words.
 
 fn byte_at(off: u32) -> u32 {
-    return (w_word(off >> 2u) >> ((off & 3u) * 8u)) & 0xffu;
+    return (w[off >> 2u] >> ((off & 3u) * 8u)) & 0xffu;
 }
 
 fn half_at(off: u32) -> u32 {
-    return (w_word(off >> 2u) >> ((off & 2u) * 8u)) & 0xffffu;
+    return (w[off >> 2u] >> ((off & 2u) * 8u)) & 0xffffu;
 }
 
 fn f16_at(off: u32) -> f32 {
@@ -18,11 +18,11 @@ fn f16_at(off: u32) -> f32 {
 // The four bytes at `off`, as one little-endian word.
 fn word_at(off: u32) -> u32 {
     let shift = (off & 3u) * 8u;
-    let lo = w_word(off >> 2u);
+    let lo = w[off >> 2u];
     if (shift == 0u) {
         return lo;
     }
-    return (lo >> shift) | (w_word((off >> 2u) + 1u) << (32u - shift));
+    return (lo >> shift) | (w[(off >> 2u) + 1u] << (32u - shift));
 }
 
 // The four bytes of a word, unsigned, lowest first.
