@@ -9,22 +9,24 @@ use std::sync::Mutex;
 
 use crate::bind_groups::{BindGroups, Bound};
 use crate::gpu::Gpu;
+use crate::kernels::Kernel;
 use crate::params::Params;
+use crate::timings::Timings;
 
 /// The command encoder of the work recorded since the last readback.
-#[derive(Default)]
 pub(crate) struct Recorder {
     state: Mutex<State>,
     /// Command buffers submitted so far.
     submitted: AtomicU64,
 }
 
-#[derive(Default)]
 struct State {
     pending: Option<Pending>,
     /// The parameters of the pending dispatches.
     params: Params,
     bind_groups: BindGroups,
+    /// Per-kernel GPU times, where asked for (`timings.rs`).
+    timings: Option<Timings>,
 }
 
 /// Work recorded and not yet submitted: the encoder, and the compute pass dispatches are
@@ -70,6 +72,25 @@ impl Pending {
 }
 
 impl Recorder {
+    /// A recorder for `gpu`, which times every dispatch if the device was opened for it.
+    pub fn new(gpu: &Gpu) -> Recorder {
+        Recorder {
+            state: Mutex::new(State {
+                pending: None,
+                params: Params::default(),
+                bind_groups: BindGroups::default(),
+                timings: Timings::new(gpu),
+            }),
+            submitted: AtomicU64::new(0),
+        }
+    }
+
+    /// The per-kernel table of the dispatches timed so far, if they are timed.
+    pub fn timings_report(&self) -> Option<String> {
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.timings.as_ref().map(Timings::report)
+    }
+
     /// Runs `record` on the pending encoder (a command other than a dispatch), starting one
     /// if there is none.
     pub fn record<T>(&self, gpu: &Gpu, record: impl FnOnce(&mut wgpu::CommandEncoder) -> T) -> T {
@@ -85,9 +106,12 @@ impl Recorder {
     /// Records one dispatch of `pipeline` over `workgroups` workgroups (laid out in x and y,
     /// as a dimension holds at most `max_compute_workgroups_per_dimension`) times `z`, with
     /// `params` in a uniform buffer at binding 0 and `bindings` at bindings 1, 2, …
+    /// `kernel` and the `weight_bytes` it reads are for the timings.
+    #[allow(clippy::too_many_arguments)]
     pub fn dispatch(
         &self,
         gpu: &Gpu,
+        (kernel, weight_bytes): (Kernel, u64),
         pipeline: &wgpu::ComputePipeline,
         params: &[u32],
         bindings: &[wgpu::BufferBinding<'_>],
@@ -105,7 +129,8 @@ impl Recorder {
                 "{workgroups} × {z} workgroups exceed the adapter's {max} per dimension"
             ));
         }
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let state = &mut *guard;
         let bound = std::iter::once(state.params.stage(gpu, params))
             .chain(bindings.iter().map(Bound::of))
             .collect();
@@ -114,9 +139,15 @@ impl Recorder {
             .pending
             .get_or_insert_with(|| Pending::new(gpu))
             .compute_pass();
-        pass.set_pipeline(pipeline);
-        pass.set_bind_group(0, &bind_group, &[]);
-        pass.dispatch_workgroups(x as u32, y as u32, z as u32);
+        let dispatch = |pass: &mut wgpu::ComputePass<'static>| {
+            pass.set_pipeline(pipeline);
+            pass.set_bind_group(0, &bind_group, &[]);
+            pass.dispatch_workgroups(x as u32, y as u32, z as u32);
+        };
+        match &mut state.timings {
+            Some(timings) => timings.timed(pass, kernel, weight_bytes, dispatch),
+            None => dispatch(pass),
+        }
         Ok(())
     }
 
@@ -162,12 +193,19 @@ impl Recorder {
 
     /// Submits the pending work, if any.
     pub fn submit(&self, gpu: &Gpu) -> Result<(), String> {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(pending) = state.pending.take() {
+        let mut guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let state = &mut *guard;
+        if let Some(mut pending) = state.pending.take() {
             state.params.write(gpu);
             state.bind_groups.submitted();
+            if let Some(timings) = &state.timings {
+                timings.resolve(pending.encoder());
+            }
             gpu.queue.submit([pending.finish()]);
             self.submitted.fetch_add(1, Ordering::Relaxed);
+            if let Some(timings) = &mut state.timings {
+                timings.collect(gpu)?;
+            }
         }
         match gpu.take_error() {
             Some(error) => Err(error),

@@ -4,6 +4,8 @@ use std::sync::{Arc, Mutex};
 
 use wgpu::util::DeviceExt;
 
+use crate::timings;
+
 /// One wgpu device and its queue, with the limits it was opened with.
 pub(crate) struct Gpu {
     pub device: wgpu::Device,
@@ -52,10 +54,21 @@ impl Gpu {
             && (4..=64).contains(&info.subgroup_min_size)
             && (4..=64).contains(&info.subgroup_max_size))
         .then_some(info.subgroup_max_size);
-        let required_features = match max_subgroup {
+        let mut required_features = match max_subgroup {
             Some(_) => wgpu::Features::SUBGROUP,
             None => wgpu::Features::empty(),
         };
+        if timings::requested() {
+            if adapter.features().contains(timings::FEATURES) {
+                required_features |= timings::FEATURES;
+            } else {
+                tracing::warn!(
+                    "{}: {} has no timestamps inside compute passes; no kernel timings",
+                    timings::ENV,
+                    info.name
+                );
+            }
+        }
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("plumb"),
             required_features,

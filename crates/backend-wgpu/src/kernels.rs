@@ -15,18 +15,23 @@ pub(crate) enum Kernel {
     Matmul(Quant),
     /// The matrix product with subgroup operations, where the device has them.
     MatmulSubgroup(Quant),
-    /// The product for a few tokens (decoding): `rows` rows per workgroup.
+    /// The product for a few tokens (decoding): `rows` rows per workgroup; with `gated`
+    /// (the activation's code in `activations.wgsl`), the gated FFN's up projection, whose
+    /// output is act(gate) ⊙ the product.
     Matvec {
         quant: Quant,
         rows: u32,
+        gated: Option<u32>,
     },
     /// The same with subgroup operations: `rows` rows per subgroup.
     MatvecSubgroup {
         quant: Quant,
         rows: u32,
+        gated: Option<u32>,
     },
     Embed(Quant),
     RmsNorm,
+    AddRmsNorm,
     Add,
     AddBias,
     Scale,
@@ -34,6 +39,7 @@ pub(crate) enum Kernel {
     SelectRows,
     Rope,
     StoreKv,
+    RopeStoreKv,
     Attention,
     TopK,
 }
@@ -47,6 +53,7 @@ impl Kernel {
             Kernel::MatvecSubgroup { .. } => "matvec_subgroup",
             Kernel::Embed(_) => "embed",
             Kernel::RmsNorm => "rms_norm",
+            Kernel::AddRmsNorm => "add_rms_norm",
             Kernel::Add => "add",
             Kernel::AddBias => "add_bias",
             Kernel::Scale => "scale",
@@ -54,6 +61,7 @@ impl Kernel {
             Kernel::SelectRows => "select_rows",
             Kernel::Rope => "rope",
             Kernel::StoreKv => "store_kv",
+            Kernel::RopeStoreKv => "rope_store_kv",
             Kernel::Attention => "attention",
             Kernel::TopK => "top_k",
         }
@@ -67,6 +75,7 @@ impl Kernel {
             Kernel::MatvecSubgroup { .. } => include_str!("shaders/matvec_subgroup.wgsl"),
             Kernel::Embed(_) => include_str!("shaders/embed.wgsl"),
             Kernel::RmsNorm => include_str!("shaders/rms_norm.wgsl"),
+            Kernel::AddRmsNorm => include_str!("shaders/add_rms_norm.wgsl"),
             Kernel::Add => include_str!("shaders/add.wgsl"),
             Kernel::AddBias => include_str!("shaders/add_bias.wgsl"),
             Kernel::Scale => include_str!("shaders/scale.wgsl"),
@@ -74,8 +83,26 @@ impl Kernel {
             Kernel::SelectRows => include_str!("shaders/select_rows.wgsl"),
             Kernel::Rope => include_str!("shaders/rope.wgsl"),
             Kernel::StoreKv => include_str!("shaders/store_kv.wgsl"),
+            Kernel::RopeStoreKv => include_str!("shaders/rope_store_kv.wgsl"),
             Kernel::Attention => include_str!("shaders/attention.wgsl"),
             Kernel::TopK => include_str!("shaders/top_k.wgsl"),
+        }
+    }
+
+    /// The kernel's name, with its weight type and rows: "matvec_subgroup dq4_q4_k × 2".
+    pub fn label(self) -> String {
+        match self {
+            Kernel::Matvec { quant, rows, gated }
+            | Kernel::MatvecSubgroup { quant, rows, gated } => format!(
+                "{} {} × {rows}{}",
+                self.name(),
+                quant.wgsl_fn(),
+                if gated.is_some() { " gated" } else { "" }
+            ),
+            _ => match self.quant() {
+                Some(q) => format!("{} {}", self.name(), q.wgsl_fn()),
+                None => self.name().to_owned(),
+            },
         }
     }
 
@@ -89,10 +116,19 @@ impl Kernel {
     }
 
     /// What the kernel's source needs before it: the byte reads and the dequantization of
-    /// its weight type; for the products their parameters and bindings; and for the mat-vec
-    /// kernels the group products, their row count `ROWS` and `dot_group`, the product of the
-    /// type.
+    /// its weight type; for the products their parameters and
+    /// bindings; and for the mat-vec kernels the group products, their row count `ROWS`,
+    /// `dot_group`, the product of the type, and `finish`, what they write. The gated
+    /// activation's nonlinearities; the RMSNorms' workgroup sum.
     fn prelude(self) -> Option<String> {
+        const ACTIVATIONS: &str = include_str!("shaders/activations.wgsl");
+        match self {
+            Kernel::GatedActivation => return Some(ACTIVATIONS.to_owned()),
+            Kernel::RmsNorm | Kernel::AddRmsNorm => {
+                return Some(include_str!("shaders/norm_sum.wgsl").to_owned())
+            }
+            _ => {}
+        }
         let quant = self.quant()?;
         let dequant = format!(
             "{}\n{}\nfn dq4(row: u32, g: u32) -> vec4<f32> {{\n    return {}(row, g);\n}}\n",
@@ -101,14 +137,23 @@ impl Kernel {
             quant.wgsl_fn(),
         );
         Some(match self {
-            Kernel::Matvec { rows, .. } | Kernel::MatvecSubgroup { rows, .. } => format!(
-                "{dequant}\n{}\nconst ROWS: u32 = {rows}u;\n{}\n\
-                 fn dot_group(rows: array<u32, ROWS>, g: u32, xb: u32, \
-                 acc: ptr<function, array<f32, ROWS>>) {{\n    {}(rows, g, xb, acc);\n}}\n",
-                include_str!("shaders/matvec_io.wgsl"),
-                include_str!("shaders/matvec_dot.wgsl"),
-                quant.matvec_dot().0,
-            ),
+            Kernel::Matvec { rows, gated, .. } | Kernel::MatvecSubgroup { rows, gated, .. } => {
+                let finish = match gated {
+                    Some(act) => format!(
+                        "{ACTIVATIONS}\n{}\nconst ACT: u32 = {act}u;\n",
+                        include_str!("shaders/matvec_gated.wgsl")
+                    ),
+                    None => include_str!("shaders/matvec_store.wgsl").to_owned(),
+                };
+                format!(
+                    "{dequant}\n{}\nconst ROWS: u32 = {rows}u;\n{}\n{finish}\n\
+                     fn dot_group(rows: array<u32, ROWS>, g: u32, xb: u32, \
+                     acc: ptr<function, array<f32, ROWS>>) {{\n    {}(rows, g, xb, acc);\n}}\n",
+                    include_str!("shaders/matvec_io.wgsl"),
+                    include_str!("shaders/matvec_dot.wgsl"),
+                    quant.matvec_dot().0,
+                )
+            }
             Kernel::Matmul(_) | Kernel::MatmulSubgroup(_) => {
                 format!("{dequant}\n{}", include_str!("shaders/matmul_io.wgsl"))
             }
@@ -134,15 +179,7 @@ impl Kernels {
             Some(prelude) => format!("{prelude}\n{}", kernel.source()),
             None => kernel.source().to_owned(),
         };
-        let label = match kernel {
-            Kernel::Matvec { quant, rows } | Kernel::MatvecSubgroup { quant, rows } => {
-                format!("{} {} × {rows}", kernel.name(), quant.wgsl_fn())
-            }
-            _ => match kernel.quant() {
-                Some(q) => format!("{} {}", kernel.name(), q.wgsl_fn()),
-                None => kernel.name().to_owned(),
-            },
-        };
+        let label = kernel.label();
         let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let module = gpu
             .device

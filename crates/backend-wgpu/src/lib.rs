@@ -27,14 +27,15 @@ mod params;
 mod pass;
 mod quant;
 mod tensor;
+mod timings;
 mod weights;
 
 use std::ops::Range;
 
 use plumb_backend_ref::Checks;
 use plumb_model::{
-    Activation, AttentionStep, Backend, BlockCopy, KvLayout, PassInputs, Result, Rope, RopeStyle,
-    WeightTensor, WeightUse,
+    Activation, AttentionStep, Backend, BlockCopy, GatedFfnWeights, KvLayout, PassInputs, Result,
+    Rope, RopeStyle, WeightTensor, WeightUse,
 };
 
 pub use kv_storage::GpuKvStorage;
@@ -94,13 +95,14 @@ impl WgpuBackend {
             max_subgroup = ?gpu.max_subgroup,
             "wgpu backend"
         );
+        let recorder = Recorder::new(&gpu);
         Ok(WgpuBackend {
             max_binding: gpu.max_binding_bytes(),
             subgroups: gpu.max_subgroup.is_some(),
             matvec_rows: MATVEC_ROWS,
             gpu,
             kernels: Kernels::default(),
-            recorder: Recorder::default(),
+            recorder,
             uploaded: Uploaded::default(),
             pool: BufferPool::default(),
         })
@@ -173,14 +175,15 @@ impl WgpuBackend {
             .iter()
             .map(|b| b.as_entire_buffer_binding())
             .collect();
-        self.dispatch_bound(op, kernel, params, &bindings, workgroups, z)
+        self.dispatch_bound(op, (kernel, 0), params, &bindings, workgroups, z)
     }
 
-    /// Records `kernel` with the given bindings (parts of buffers).
+    /// Records `kernel`, which reads `weight_bytes` of weights (for the timings), with the
+    /// given bindings (parts of buffers).
     fn dispatch_bound(
         &self,
         op: &'static str,
-        kernel: Kernel,
+        (kernel, weight_bytes): (Kernel, u64),
         params: &[u32],
         bindings: &[wgpu::BufferBinding<'_>],
         workgroups: usize,
@@ -191,7 +194,15 @@ impl WgpuBackend {
             .get(&self.gpu, kernel)
             .map_err(|e| CHECK.error(op, e))?;
         self.recorder
-            .dispatch(&self.gpu, &pipeline, params, bindings, workgroups, z)
+            .dispatch(
+                &self.gpu,
+                (kernel, weight_bytes),
+                &pipeline,
+                params,
+                bindings,
+                workgroups,
+                z,
+            )
             .map_err(|e| CHECK.error(op, e))
     }
 
@@ -264,6 +275,97 @@ impl WgpuBackend {
     ) -> Result<()> {
         self.dispatch(op, kernel, params, buffers, n.div_ceil(64), 1)
     }
+
+    /// `x · Wᵀ`; with `gate`, the gated FFN's hidden values act(gate) ⊙ (x · Wᵀ), the
+    /// activation applied by the mat-vec kernel as it writes (decoding only: `gate` must be
+    /// as wide as W has rows, and x at most MATVEC_MAX_TOKENS tokens).
+    fn product(
+        &self,
+        x: &GpuTensor,
+        weight: &GpuWeight,
+        gate: Option<(&GpuTensor, Activation)>,
+    ) -> Result<GpuTensor> {
+        let matrix = rows(weight, "matmul")?;
+        CHECK.width("matmul", x, matrix.row_len, &weight.name)?;
+        let out = self.tensor("matmul", x.n_tokens, matrix.n_rows)?;
+        if let Some((gate, _)) = gate {
+            CHECK.same_shape("gated_ffn", gate, &out)?;
+            if x.n_tokens > MATVEC_MAX_TOKENS {
+                return Err(CHECK.error(
+                    "gated_ffn",
+                    format!("the gated product takes at most {MATVEC_MAX_TOKENS} tokens"),
+                ));
+            }
+        }
+        let gated = gate.map(|(_, act)| activation_code(act));
+        let (k, m) = (matrix.row_len, matrix.n_rows);
+        let subgroup = self.gpu.max_subgroup.filter(|_| self.subgroups);
+        for window in self.token_windows("matmul", x.n_tokens, &[k * 4, m * 4])? {
+            let n = window.len();
+            let x_part = binding(&x.buffer, window.start * k * 4, n * k * 4);
+            let out_part = binding(&out.buffer, window.start * m * 4, n * m * 4);
+            let gate_part = gate.map(|(g, _)| binding(&g.buffer, window.start * m * 4, n * m * 4));
+            for chunk in &matrix.chunks {
+                let (kernel, params, workgroups, z) = if n <= MATVEC_MAX_TOKENS {
+                    let (quant, rows) = (matrix.quant, self.matvec_rows);
+                    let group = quant.matvec_dot().1;
+                    let params = u32s(&[
+                        chunk.n_rows,
+                        k / group,
+                        k / 4,
+                        matrix.row_bytes,
+                        chunk.first_row,
+                        m,
+                    ]);
+                    let rows_per_workgroup =
+                        rows as usize * subgroup.map_or(1, |size| 64 / size as usize);
+                    let kernel = match subgroup {
+                        Some(_) => Kernel::MatvecSubgroup { quant, rows, gated },
+                        None => Kernel::Matvec { quant, rows, gated },
+                    };
+                    (kernel, params, chunk.n_rows.div_ceil(rows_per_workgroup), n)
+                } else {
+                    // Tokens per workgroup: TOKENS in matmul*.wgsl.
+                    const TOKENS: usize = 16;
+                    let params =
+                        u32s(&[chunk.n_rows, k / 4, n, matrix.row_bytes, chunk.first_row, m]);
+                    let (kernel, workgroups) = match subgroup {
+                        // As many rows per workgroup as the largest subgroups leave.
+                        Some(size) => (
+                            Kernel::MatmulSubgroup(matrix.quant),
+                            chunk.n_rows.div_ceil(64 / size as usize),
+                        ),
+                        None => (Kernel::Matmul(matrix.quant), chunk.n_rows),
+                    };
+                    (kernel, params, workgroups, n.div_ceil(TOKENS))
+                };
+                let mut bindings = vec![
+                    chunk.buffer.as_entire_buffer_binding(),
+                    x_part.clone(),
+                    out_part.clone(),
+                ];
+                bindings.extend(gate_part.clone());
+                self.dispatch_bound(
+                    "matmul",
+                    (kernel, chunk.buffer.size()),
+                    &params,
+                    &bindings,
+                    workgroups,
+                    z,
+                )?;
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Prints the kernel timings, where they were asked for (`timings.rs`).
+impl Drop for WgpuBackend {
+    fn drop(&mut self) {
+        if let Some(report) = self.recorder.timings_report() {
+            eprint!("{report}");
+        }
+    }
 }
 
 fn rows<'w>(weight: &'w GpuWeight, op: &'static str) -> Result<&'w RowMatrix> {
@@ -295,6 +397,14 @@ fn binding(buffer: &wgpu::Buffer, offset: usize, len: usize) -> wgpu::BufferBind
 
 fn u32s(values: &[usize]) -> Vec<u32> {
     values.iter().map(|&v| v as u32).collect()
+}
+
+/// The kernels' code for `act` (`activations.wgsl`).
+fn activation_code(act: Activation) -> u32 {
+    match act {
+        Activation::Silu => 0,
+        Activation::GeluTanh => 1,
+    }
 }
 
 impl Backend for WgpuBackend {
@@ -446,64 +556,7 @@ impl Backend for WgpuBackend {
     }
 
     fn matmul(&self, x: &GpuTensor, weight: &GpuWeight) -> Result<GpuTensor> {
-        let matrix = rows(weight, "matmul")?;
-        CHECK.width("matmul", x, matrix.row_len, &weight.name)?;
-        let out = self.tensor("matmul", x.n_tokens, matrix.n_rows)?;
-        let (k, m) = (matrix.row_len, matrix.n_rows);
-        let subgroup = self.gpu.max_subgroup.filter(|_| self.subgroups);
-        for window in self.token_windows("matmul", x.n_tokens, &[k * 4, m * 4])? {
-            let n = window.len();
-            let x_part = binding(&x.buffer, window.start * k * 4, n * k * 4);
-            let out_part = binding(&out.buffer, window.start * m * 4, n * m * 4);
-            for chunk in &matrix.chunks {
-                let (kernel, params, workgroups, z) = if n <= MATVEC_MAX_TOKENS {
-                    let (quant, rows) = (matrix.quant, self.matvec_rows);
-                    let group = quant.matvec_dot().1;
-                    let params = u32s(&[
-                        chunk.n_rows,
-                        k / group,
-                        k / 4,
-                        matrix.row_bytes,
-                        chunk.first_row,
-                        m,
-                    ]);
-                    let rows_per_workgroup =
-                        rows as usize * subgroup.map_or(1, |size| 64 / size as usize);
-                    let kernel = match subgroup {
-                        Some(_) => Kernel::MatvecSubgroup { quant, rows },
-                        None => Kernel::Matvec { quant, rows },
-                    };
-                    (kernel, params, chunk.n_rows.div_ceil(rows_per_workgroup), n)
-                } else {
-                    // Tokens per workgroup: TOKENS in matmul*.wgsl.
-                    const TOKENS: usize = 16;
-                    let params =
-                        u32s(&[chunk.n_rows, k / 4, n, matrix.row_bytes, chunk.first_row, m]);
-                    let (kernel, workgroups) = match subgroup {
-                        // As many rows per workgroup as the largest subgroups leave.
-                        Some(size) => (
-                            Kernel::MatmulSubgroup(matrix.quant),
-                            chunk.n_rows.div_ceil(64 / size as usize),
-                        ),
-                        None => (Kernel::Matmul(matrix.quant), chunk.n_rows),
-                    };
-                    (kernel, params, workgroups, n.div_ceil(TOKENS))
-                };
-                self.dispatch_bound(
-                    "matmul",
-                    kernel,
-                    &params,
-                    &[
-                        chunk.buffer.as_entire_buffer_binding(),
-                        x_part.clone(),
-                        out_part.clone(),
-                    ],
-                    workgroups,
-                    z,
-                )?;
-            }
-        }
-        Ok(out)
+        self.product(x, weight, None)
     }
 
     fn add_bias(&self, x: GpuTensor, bias: &GpuWeight) -> Result<GpuTensor> {
@@ -625,14 +678,10 @@ impl Backend for WgpuBackend {
     ) -> Result<GpuTensor> {
         CHECK.same_shape("gated_activation", gate, up)?;
         let out = self.tensor("gated_activation", gate.n_tokens, gate.width)?;
-        let act = match act {
-            Activation::Silu => 0,
-            Activation::GeluTanh => 1,
-        };
         self.elementwise(
             "gated_activation",
             Kernel::GatedActivation,
-            &[gate.len() as u32, act],
+            &[gate.len() as u32, activation_code(act)],
             &[&gate.buffer, &up.buffer, &out.buffer],
             gate.len(),
         )?;
@@ -650,6 +699,100 @@ impl Backend for WgpuBackend {
             a.len(),
         )?;
         Ok(out)
+    }
+
+    /// Gate, then up and the activation in one mat-vec dispatch when decoding (without
+    /// biases); otherwise the primitives.
+    fn gated_ffn(&self, x: &GpuTensor, ffn: &GatedFfnWeights<'_, GpuWeight>) -> Result<GpuTensor> {
+        let gate = self.project(x, ffn.gate)?;
+        let hidden = if x.n_tokens <= MATVEC_MAX_TOKENS && ffn.up.bias.is_none() {
+            self.product(x, ffn.up.weight, Some((&gate, ffn.activation)))?
+        } else {
+            let up = self.project(x, ffn.up)?;
+            self.gated_activation(&gate, &up, ffn.activation)?
+        };
+        self.project(&hidden, ffn.down)
+    }
+
+    /// One kernel: the sum, and its RMSNorm from the values as they are written.
+    fn add_rms_norm(
+        &self,
+        a: &GpuTensor,
+        b: &GpuTensor,
+        weight: &GpuWeight,
+        eps: f32,
+    ) -> Result<(GpuTensor, GpuTensor)> {
+        CHECK.same_shape("add_rms_norm", a, b)?;
+        let (buffer, len) = values(weight, "add_rms_norm")?;
+        CHECK.norm_groups(a, len)?;
+        let sum = self.tensor("add_rms_norm", a.n_tokens, a.width)?;
+        let out = self.tensor("add_rms_norm", a.n_tokens, a.width)?;
+        let n_groups = a.len() / len;
+        self.dispatch(
+            "add_rms_norm",
+            Kernel::AddRmsNorm,
+            &[n_groups as u32, len as u32, eps.to_bits()],
+            &[&a.buffer, &b.buffer, buffer, &sum.buffer, &out.buffer],
+            n_groups,
+            1,
+        )?;
+        Ok((sum, out))
+    }
+
+    /// One kernel (`rope_store_kv.wgsl`) where the keys are heads of the queries' width, as
+    /// the cache holds them; otherwise the primitives.
+    fn rope_store_kv(
+        &self,
+        q: GpuTensor,
+        k: GpuTensor,
+        v: &GpuTensor,
+        kv: &mut GpuKvStorage,
+        layer: usize,
+        head_dim: usize,
+        rope: &Rope,
+        pass: &GpuPass<'_>,
+    ) -> Result<(GpuTensor, GpuTensor)> {
+        let positions = &pass.inputs.positions;
+        CHECK.rope(&q, head_dim, positions, rope)?;
+        CHECK.rope(&k, head_dim, positions, rope)?;
+        CHECK.store_kv(&k, v, &kv.layer_shapes(), layer, pass.inputs)?;
+        if kv.layers[layer].shape.head_dim_k != head_dim {
+            let q = self.rope(q, head_dim, rope, pass)?;
+            let k = self.rope(k, head_dim, rope, pass)?;
+            self.store_kv(&k, v, kv, layer, pass)?;
+            return Ok((q, k));
+        }
+        let cache = &kv.layers[layer];
+        let angles = pass.angles(&self.gpu, rope);
+        let neox = match rope.style {
+            RopeStyle::Normal => 0,
+            RopeStyle::Neox => 1,
+        };
+        let (k_words, v_words) = (cache.shape.k_width() / 2, cache.shape.v_width() / 2);
+        let n_head = q.width / head_dim;
+        let n_pairs = rope.n_rot / 2;
+        let params = u32s(&[
+            q.n_tokens, n_head, head_dim, n_pairs, neox, k_words, v_words,
+        ]);
+        let k_out = self.tensor("rope_store_kv", k.n_tokens, k.width)?;
+        let slots = &pass.groups[cache.shape.group].slots;
+        self.elementwise(
+            "rope_store_kv",
+            Kernel::RopeStoreKv,
+            &params,
+            &[
+                &q.buffer,
+                &k.buffer,
+                &v.buffer,
+                &angles,
+                slots,
+                &k_out.buffer,
+                &cache.k,
+                &cache.v,
+            ],
+            q.n_tokens * (n_head * n_pairs).max(k_words).max(v_words),
+        )?;
+        Ok((q, k_out))
     }
 
     fn output_rows(&self, x: &GpuTensor, pass: &GpuPass<'_>) -> Result<GpuTensor> {
@@ -681,7 +824,7 @@ impl Backend for WgpuBackend {
             let n = window.len();
             self.dispatch_bound(
                 "top_k",
-                Kernel::TopK,
+                (Kernel::TopK, 0),
                 &u32s(&[n, width, k, window.start]),
                 &[
                     binding(&logits.buffer, window.start * width * 4, n * width * 4),

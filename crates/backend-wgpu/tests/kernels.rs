@@ -9,8 +9,8 @@ use plumb_backend_ref::RefBackend;
 use plumb_backend_wgpu::{WgpuBackend, SUPPORTED_TYPES};
 use plumb_gguf::GgmlType;
 use plumb_model::{
-    Activation, AttentionStep, Backend, BlockCopy, KvConfig, KvLayout, LayerKv, Rope, RopeStyle,
-    TokenPos, WeightUse, Yarn,
+    Activation, AttentionStep, Backend, BlockCopy, GatedFfnWeights, KvConfig, KvLayout, LayerKv,
+    Projection, Rope, RopeStyle, TokenPos, WeightUse, Yarn,
 };
 use plumb_testutil::Rng;
 
@@ -122,6 +122,102 @@ fn matmul_matches_the_reference_for_every_type_and_batch_size() {
     }
 }
 
+/// The gated FFN: when decoding, the up projection's mat-vec applies the activation as it
+/// writes (9 tokens take the primitives).
+#[test]
+fn gated_ffn_matches_the_reference_for_every_type() {
+    let paths = both_matmul_paths(require_gpu!());
+    let reference = RefBackend::new();
+    let (k, m) = (512, 256);
+    for (gpu, ty) in paths.iter().flat_map(|g| SUPPORTED_TYPES.map(|ty| (g, ty))) {
+        let mut rng = Rng::new(200 + ty as u64);
+        let tensors = [
+            weight(ty, k, m, &rng.values(k * m, 0.1)),
+            weight(ty, k, m, &rng.values(k * m, 0.1)),
+            weight(ty, m, k, &rng.values(k * m, 0.1)),
+        ];
+        let [g_gate, g_up, g_down] = tensors.clone().map(|t| load(gpu, &t, WeightUse::Matrix));
+        let [r_gate, r_up, r_down] = tensors.map(|t| load(&reference, &t, WeightUse::Matrix));
+        for (n, activation) in [
+            (1, Activation::Silu),
+            (3, Activation::GeluTanh),
+            (9, Activation::Silu),
+        ] {
+            let x = rng.values(n * k, 1.0);
+            let got = gpu.gated_ffn(
+                &gpu.upload(n, k, x.clone()).unwrap(),
+                &GatedFfnWeights {
+                    gate: plain(&g_gate),
+                    up: plain(&g_up),
+                    down: plain(&g_down),
+                    activation,
+                },
+            );
+            let expected = reference.gated_ffn(
+                &reference.upload(n, k, x).unwrap(),
+                &GatedFfnWeights {
+                    gate: plain(&r_gate),
+                    up: plain(&r_up),
+                    down: plain(&r_down),
+                    activation,
+                },
+            );
+            let err = max_rel_diff(
+                &host(gpu, &got.unwrap()),
+                &host(&reference, &expected.unwrap()),
+            );
+            let path = gpu.uses_subgroups();
+            assert!(
+                err <= 1e-5,
+                "{ty}, {n} tokens, {activation:?}, subgroups {path}: off by {err}"
+            );
+        }
+    }
+}
+
+/// A projection without a bias.
+fn plain<W>(weight: &W) -> Projection<'_, W> {
+    Projection { weight, bias: None }
+}
+
+#[test]
+fn add_rms_norm_matches_the_reference_per_row_and_per_head() {
+    let gpu = require_gpu!();
+    let reference = RefBackend::new();
+    let mut rng = Rng::new(29);
+    let (n, width) = (3, 320);
+    let (a, b) = (rng.values(n * width, 1.0), rng.values(n * width, 30.0));
+    for group in [width, 64, 10] {
+        let w = vector(&rng.values(group, 2.0));
+        let (sum, normed) = gpu
+            .add_rms_norm(
+                &gpu.upload(n, width, a.clone()).unwrap(),
+                &gpu.upload(n, width, b.clone()).unwrap(),
+                &load(&gpu, &w, WeightUse::Vector),
+                1e-5,
+            )
+            .unwrap();
+        let (ref_sum, ref_normed) = reference
+            .add_rms_norm(
+                &reference.upload(n, width, a.clone()).unwrap(),
+                &reference.upload(n, width, b.clone()).unwrap(),
+                &load(&reference, &w, WeightUse::Vector),
+                1e-5,
+            )
+            .unwrap();
+        assert_eq!(
+            host(&gpu, &sum),
+            host(&reference, &ref_sum),
+            "sum, groups of {group}"
+        );
+        assert_close(
+            &format!("normed, groups of {group}"),
+            &host(&gpu, &normed),
+            &host(&reference, &ref_normed),
+        );
+    }
+}
+
 #[test]
 fn rms_norm_matches_the_reference_per_row_and_per_head() {
     let gpu = require_gpu!();
@@ -131,7 +227,8 @@ fn rms_norm_matches_the_reference_per_row_and_per_head() {
     // Rows of small and of large values.
     let mut x = rng.values(n * width, 1.0);
     x[width..2 * width].iter_mut().for_each(|v| *v *= 1000.0);
-    for group in [width, 32] {
+    // Groups of whole vec4s, read four values at a time, and groups of 6, one at a time.
+    for group in [width, 32, 6] {
         let w = vector(&rng.values(group, 2.0));
         let got = gpu.rms_norm(
             &gpu.upload(n, width, x.clone()).unwrap(),
@@ -271,6 +368,114 @@ fn rope_matches_the_reference_in_both_pairings_with_yarn_and_attn_factor() {
                 &host(&reference, &expected.unwrap()),
             );
         }
+    }
+}
+
+/// RoPE on Q and K and the store of K and V in one kernel: Q and K as the reference rotates
+/// them, and a cache that attention reads as it reads the one the primitives fill.
+#[test]
+fn rope_store_kv_matches_rope_then_store_in_both_pairings() {
+    let gpu = require_gpu!();
+    let reference = RefBackend::new();
+    let mut rng = Rng::new(31);
+    let (n_head, n_head_kv, head_dim) = (6, 2, 64);
+    let (q_width, kv_width) = (n_head * head_dim, n_head_kv * head_dim);
+    let layout = KvLayout::new(
+        &KvConfig::new(16, 1, 16).with_block_size(4),
+        vec![LayerKv::new(n_head_kv, head_dim, head_dim, None)],
+    );
+    let batch = Batch {
+        tokens: vec![0; 5],
+        places: places(&[5], &[3]),
+        output_rows: vec![],
+        tables: vec![vec![vec![3, 0, 2, 1]]],
+    };
+    let inputs = batch.inputs(&layout);
+    let pass = gpu.begin_pass(&inputs).unwrap();
+    let n = batch.tokens.len();
+    for (style, n_rot) in [
+        (RopeStyle::Normal, 64),
+        (RopeStyle::Neox, 64),
+        (RopeStyle::Normal, 32),
+        (RopeStyle::Neox, 32),
+    ] {
+        let rope = Rope {
+            style,
+            n_rot,
+            freq_base: 10000.0,
+            freq_scale: 1.0,
+            freq_factors: None,
+            yarn: None,
+            attn_factor: 1.0,
+        };
+        let what = format!("{style:?}, {n_rot} rotated");
+        let (q, k, v) = (
+            rng.values(n * q_width, 2.0),
+            rng.values(n * kv_width, 2.0),
+            rng.values(n * kv_width, 2.0),
+        );
+        let mut fused_kv = gpu.new_kv_storage(&layout).unwrap();
+        let (fused_q, fused_k) = gpu
+            .rope_store_kv(
+                gpu.upload(n, q_width, q.clone()).unwrap(),
+                gpu.upload(n, kv_width, k.clone()).unwrap(),
+                &gpu.upload(n, kv_width, v.clone()).unwrap(),
+                &mut fused_kv,
+                0,
+                head_dim,
+                &rope,
+                &pass,
+            )
+            .unwrap();
+        let mut ref_kv = reference.new_kv_storage(&layout).unwrap();
+        let (ref_q, ref_k) = reference
+            .rope_store_kv(
+                reference.upload(n, q_width, q).unwrap(),
+                reference.upload(n, kv_width, k.clone()).unwrap(),
+                &reference.upload(n, kv_width, v.clone()).unwrap(),
+                &mut ref_kv,
+                0,
+                head_dim,
+                &rope,
+                &&inputs,
+            )
+            .unwrap();
+        assert_close(
+            &format!("Q, {what}"),
+            &host(&gpu, &fused_q),
+            &host(&reference, &ref_q),
+        );
+        assert_close(
+            &format!("K, {what}"),
+            &host(&gpu, &fused_k),
+            &host(&reference, &ref_k),
+        );
+
+        let mut plain_kv = gpu.new_kv_storage(&layout).unwrap();
+        let plain_k = gpu
+            .rope(gpu.upload(n, kv_width, k).unwrap(), head_dim, &rope, &pass)
+            .unwrap();
+        let plain_v = gpu.upload(n, kv_width, v).unwrap();
+        gpu.store_kv(&plain_k, &plain_v, &mut plain_kv, 0, &pass)
+            .unwrap();
+        let step = AttentionStep {
+            layer: 0,
+            n_head,
+            scale: 0.125,
+            softcap: None,
+        };
+        let queries = gpu
+            .upload(n, q_width, rng.values(n * q_width, 2.0))
+            .unwrap();
+        let fused = host(
+            &gpu,
+            &gpu.attention(&queries, &fused_kv, &step, &pass).unwrap(),
+        );
+        let plain = host(
+            &gpu,
+            &gpu.attention(&queries, &plain_kv, &step, &pass).unwrap(),
+        );
+        assert_close(&format!("attention, {what}"), &fused, &plain);
     }
 }
 

@@ -39,9 +39,14 @@ fn a_decode_step_is_one_command_buffer_and_matches_the_whole_sequence() {
         whole.last().unwrap(),
         last.as_ref().unwrap().last().unwrap(),
     );
+    // The two paths sum in different orders: the tiled product against the mat-vec, and
+    // when decoding the gated FFN's activation inside the up projection. On lavapipe they
+    // differed by 5.5e-5 (fc4c54d), and by 1.5e-4 once the RMSNorm and attention kernels
+    // summed four values at a time (f197205), which both paths share: f32 rounding carried
+    // through 30 layers. A token at the wrong position or slot moves the logits by far more.
     let err = common::max_rel_diff(b, a);
     assert!(
-        err <= 1e-4,
+        err <= 5e-4,
         "decoded logits are off by {err} from the whole sequence's"
     );
 }

@@ -41,6 +41,7 @@ fn main(
         workgroupBarrier();
     }
     if (lid < ROWS && first + lid < p.n_rows) {
-        y[t * p.m + p.first_row + first + lid] = partial[lid][0];
+        let i = t * p.m + p.first_row + first + lid;
+        y[i] = finish(i, partial[lid][0]);
     }
 }

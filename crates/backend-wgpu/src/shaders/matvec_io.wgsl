@@ -19,3 +19,5 @@ struct Params {
 @group(0) @binding(1) var<storage, read> w: array<u32>;
 @group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
+// `finish(i, v)`, the value written as output i when the row's product is v: v itself
+// (`matvec_store.wgsl`), or the gated FFN's act(gate) ⊙ v (`matvec_gated.wgsl`).

@@ -31,7 +31,8 @@ fn main(
     for (var r = 0u; r < ROWS; r++) {
         let sum = subgroupAdd(acc[r]);
         if (lane == 0u && first + r < p.n_rows) {
-            y[t * p.m + p.first_row + first + r] = sum;
+            let i = t * p.m + p.first_row + first + r;
+            y[i] = finish(i, sum);
         }
     }
 }
