@@ -11,6 +11,8 @@
 #   apt-get install qemu-user gcc-aarch64-linux-gnu
 #   apt-get install --no-install-recommends chromium
 #   cargo install wasm-bindgen-cli --version 0.2.130   (crates/web's wasm-bindgen version)
+#   rustup toolchain install nightly-2026-05-20 --profile minimal --component rust-src
+#     (the page's threaded build: NIGHTLY in web/build-wasm.sh, which checks for it)
 # A missing one is an error before anything runs, not a skip. The wgpu backend's tests run on
 # the Vulkan driver that VK_DRIVER_FILES names; unset, on Mesa's lavapipe where it is installed
 # (apt-get install mesa-vulkan-drivers libvulkan1: the same adapter on every machine, GPU or
