@@ -11,6 +11,8 @@
 #   apt-get install qemu-user gcc-aarch64-linux-gnu
 #   apt-get install --no-install-recommends chromium
 #   cargo install wasm-bindgen-cli --version 0.2.130   (crates/web's wasm-bindgen version)
+#   rustup toolchain install nightly-2026-05-20 --profile minimal --component rust-src,clippy
+#     (the page's threaded build: NIGHTLY in web/build-wasm.sh, which checks for it)
 # A missing one is an error before anything runs, not a skip. The wgpu backend's tests run on
 # the Vulkan driver that VK_DRIVER_FILES names; unset, on Mesa's lavapipe where it is installed
 # (apt-get install mesa-vulkan-drivers libvulkan1: the same adapter on every machine, GPU or
@@ -77,6 +79,8 @@ echo "== cargo clippy for the browser (wasm32-unknown-unknown)"
 # The crates a page needs: everything from the GGUF reader to the engine, and the page's API.
 cargo clippy --target wasm32-unknown-unknown -p plumb-gguf -p plumb-ggml -p plumb-tokenizer \
     -p plumb-model -p plumb-backend-cpu -p plumb-engine -p plumb-web -- -D warnings
+echo "== cargo clippy for the browser's threaded module (nightly, std with atomics)"
+sh web/build-wasm.sh clippy
 echo "== the wgpu backend for Apple silicon (Metal), compiled only"
 cargo clippy --target aarch64-apple-darwin -p plumb-backend-wgpu -- -D warnings
 echo "== test models"

@@ -1,7 +1,8 @@
 // The chat page in headless Chromium, driven by playwright-core (tools/test-web.sh builds and
-// runs it): smollm2-135m loaded from a URL, two prompts at temperature 0 whose replies must
-// equal native `plumb run --chat` text for text, a stop, and the errors of a truncated GGUF
-// (loaded by URL) and of a file that is not GGUF (picked with the file input).
+// runs it): smollm2-135m loaded from a URL, two prompts at temperature 0 on 1 thread whose
+// replies must equal native `plumb run --chat` text for text, the first again on 2 threads and
+// on a page that is not cross-origin isolated (single-threaded), a stop, and the errors of a
+// truncated GGUF (loaded by URL) and of a file that is not GGUF (picked with the file input).
 //
 // Native plumb runs on its scalar kernels (PLUMB_CPU_ISA=scalar), whose lanes are as wide as
 // the WebAssembly SIMD128 kernels' and sum in their order, so that greedy decoding picks the
@@ -67,12 +68,15 @@ function native(prompt, history, isa) {
   return run.stdout.replace(/\n$/, ""); // plumb run ends the text with one newline
 }
 
-// The page, and /models/ for the test files, with the page's headers.
-const { server, base } = await serveFiles((path) => {
+// The page, and /models/ for the test files, with the page's headers; and the same from a
+// plain static server, where the page is not cross-origin isolated.
+const files = (path) => {
   if (path.startsWith("/models/")) return MODELS[path.slice("/models/".length)];
   const file = join(DIST, normalize(path === "/" ? "/index.html" : path));
   return file.startsWith(DIST) ? file : null;
-});
+};
+const { server, base } = await serveFiles(files);
+const plain = await serveFiles(files, { isolated: false });
 
 const browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
 try {
@@ -90,10 +94,14 @@ try {
       { timeout: 120_000 },
     );
 
-  // 1. The model by URL, the first prompt sent by autorun.
-  const query = new URLSearchParams({ model: "/models/smollm2-135m.gguf", temp: "0", n: String(N), seed: "1", prompt: PROMPTS[0], autorun: "1" });
-  await page.goto(`${base}/?${query}`);
+  const threadsNote = () => page.locator(".threads").textContent();
+
+  // 1. The model by URL on 1 thread, the first prompt sent by autorun.
+  const query = (threads) =>
+    new URLSearchParams({ model: "/models/smollm2-135m.gguf", temp: "0", n: String(N), seed: "1", threads, prompt: PROMPTS[0], autorun: "1" });
+  await page.goto(`${base}/?${query("1")}`);
   await idle(1);
+  check(/^Runs on 1 thread\.$/.test(await threadsNote()), `1 thread: ${await threadsNote()}`);
   const history = [];
   for (const [i, prompt] of PROMPTS.entries()) {
     if (i > 0) {
@@ -113,6 +121,7 @@ try {
     history.push({ role: "user", content: prompt }, { role: "assistant", content: reply });
   }
   await page.screenshot({ path: join(OUT, "web-chat.png") });
+  const first = native(PROMPTS[0], [], "scalar");
 
   // 2. Stop: a reply cut short once its first text has come.
   await byId("prompt").fill("Write a long story about a dragon.");
@@ -122,9 +131,23 @@ try {
   await idle(3);
   const stats = await byId("tokens-per-second").getAttribute("title");
   check(/stop: interrupted/.test(stats) && Number(stats.split(" ")[0]) < N, `stop ends the reply: ${stats}`);
+
+  // 3. Threads: the first prompt again on 2 threads (Web Workers over shared memory), and on
+  // a page that is not cross-origin isolated, which runs the single-threaded build and says so.
+  for (const [where, url, note] of [
+    ["2 threads", base, /^Runs on 2 threads \(Web Workers over shared memory\)\.$/],
+    ["not cross-origin isolated", plain.base, /^Runs on 1 thread: this page is not cross-origin isolated/],
+  ]) {
+    await page.goto(`${url}/?${query("2")}`);
+    await idle(1);
+    check(note.test(await threadsNote()), `${where}: ${await threadsNote()}`);
+    const reply = await byId("reply").textContent();
+    check(reply === first, `${where}: the reply equals plumb run's`, `page: ${JSON.stringify(reply)}\n     native: ${JSON.stringify(first)}`);
+  }
+
   check(consoleErrors.length === 0, "no console errors", consoleErrors.join("\n"));
 
-  // 3. A truncated GGUF by URL, and a file that is not GGUF by the file input.
+  // 4. A truncated GGUF by URL, and a file that is not GGUF by the file input.
   const shown = async () => {
     await page.waitForFunction(() => document.querySelector('[data-testid="status"]').textContent === "no model", null, { timeout: 60_000 });
     const visible = await byId("error").isVisible();
@@ -141,6 +164,7 @@ try {
 } finally {
   await browser.close();
   server.close();
+  plain.server.close();
 }
 console.log(`test-web: ${failures === 0 ? "passed" : `${failures} failed`} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
 process.exit(failures === 0 ? 0 : 1);

@@ -2,11 +2,14 @@
 # The chat page end to end in headless Chromium (tools/test-web.mjs, playwright-core): builds
 # the WebAssembly module and the page (npm --prefix web ci && npm --prefix web run build) and
 # native plumb, then loads smollm2-135m in the page and holds its replies at temperature 0 to
-# native `plumb run --chat`'s, stops a reply, and checks the errors of bad files.
+# native `plumb run --chat`'s, on 1 thread, on 2 (the threaded build) and on a page that is not
+# cross-origin isolated (the single-threaded build), stops a reply, and checks the errors of
+# bad files.
 #
 # Needs: Debian's chromium (apt-get install --no-install-recommends chromium; Playwright's own
 # browser download is not used), node and npm, the wasm32-unknown-unknown Rust target, the
-# wasm-bindgen CLI of crates/web's version, and smollm2-135m pulled (plumb pull smollm2-135m).
+# nightly that web/build-wasm.sh pins (with rust-src), the wasm-bindgen CLI of crates/web's
+# version, and smollm2-135m pulled (plumb pull smollm2-135m).
 set -eu
 cd "$(dirname "$0")/.."
 : "${CHROMIUM:=$(command -v chromium || command -v chromium-headless-shell || true)}"

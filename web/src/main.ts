@@ -5,9 +5,17 @@
 import type { FromWorker, Settings, ToWorker } from "./messages";
 import { readParams } from "./params";
 
-const THREADS_NOTE =
-  "Runs on 1 thread: plumb's WebAssembly build computes on its Worker's thread alone " +
-  "(a pool of Workers over shared memory is not built yet).";
+/** What the page says about threads once a model is loaded. */
+function threadsNote(threads: number, asked: number, shared: boolean): string {
+  if (!shared)
+    return (
+      "Runs on 1 thread: this page is not cross-origin isolated (served without the headers " +
+      "Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp), " +
+      "so WebAssembly cannot share memory between Workers."
+    );
+  const note = threads === 1 ? "Runs on 1 thread" : `Runs on ${threads} threads (Web Workers over shared memory)`;
+  return threads < asked ? `${note}; ${asked} were asked for, and only ${threads} started.` : `${note}.`;
+}
 
 function element<T extends HTMLElement>(testid: string): T {
   return document.querySelector<T>(`[data-testid="${testid}"]`)!;
@@ -37,6 +45,7 @@ let worker: Worker | null = null;
 let reply: HTMLElement | null = null;
 let settings: Settings = { temperature: 0.8, seed: 0, maxTokens: 1024 };
 let pendingPrompt: string | null = null;
+let askedThreads = 1;
 
 function setState(next: State) {
   state = next;
@@ -75,6 +84,7 @@ function onWorker(event: MessageEvent<FromWorker>) {
     case "loaded":
       ui.progress.value = 1;
       ui.modelInfo.textContent = message.description;
+      ui.threads.textContent = threadsNote(message.threads, askedThreads, message.shared);
       setState("ready");
       if (pendingPrompt !== null) {
         const text = pendingPrompt;
@@ -120,7 +130,7 @@ function load(source: File | string) {
     showError(`the Worker failed: ${event.message}`);
     setState("no model");
   };
-  tell({ type: "load", source, settings });
+  tell({ type: "load", source, settings, threads: askedThreads });
 }
 
 function send(text: string) {
@@ -166,8 +176,8 @@ setState("no model");
 try {
   const params = readParams(location.search);
   settings = params.settings;
-  ui.threads.textContent =
-    params.threads > 1 ? `${THREADS_NOTE} (threads=${params.threads} was asked for.)` : THREADS_NOTE;
+  askedThreads = params.threads;
+  if (!crossOriginIsolated) ui.threads.textContent = threadsNote(1, askedThreads, false);
   if (params.prompt !== null) {
     ui.prompt.value = params.prompt;
     if (params.autorun) pendingPrompt = params.prompt;

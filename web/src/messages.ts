@@ -8,7 +8,7 @@ export interface Settings {
 }
 
 export type ToWorker =
-  | { type: "load"; source: File | string; settings: Settings }
+  | { type: "load"; source: File | string; settings: Settings; threads: number }
   | { type: "send"; text: string }
   | { type: "stop" }
   | { type: "reset" };
@@ -23,7 +23,8 @@ export interface ReplyStats {
 
 export type FromWorker =
   | { type: "progress"; received: number; total: number }
-  | { type: "loaded"; description: string }
+  /** `threads`: what the model computes on; `shared`: whether memory could be shared. */
+  | { type: "loaded"; description: string; threads: number; shared: boolean }
   | { type: "token"; text: string }
   | { type: "done"; stats: ReplyStats }
   | { type: "error"; message: string };

@@ -6,7 +6,11 @@ import type { Settings } from "./messages";
 export interface PageParams {
   model: string | null;
   settings: Settings;
-  /** Threads asked for; the page runs on one (see THREADS_NOTE in main.ts). */
+  /**
+   * Threads asked for: by default as many as the machine has cores, up to 4 (more rarely
+   * helps a small model's decoding, whose speed is the memory's). A page that is not
+   * cross-origin isolated runs on one.
+   */
   threads: number;
   prompt: string | null;
   autorun: boolean;
@@ -30,7 +34,7 @@ export function readParams(search: string): PageParams {
   const maxTokens = number(params, "n", 1024);
   if (!Number.isInteger(maxTokens))
     throw new Error(`URL parameter n=${maxTokens} must be a whole number (-1: no limit)`);
-  const threads = number(params, "threads", 1);
+  const threads = number(params, "threads", Math.min(4, navigator.hardwareConcurrency || 1));
   if (!Number.isInteger(threads) || threads < 1)
     throw new Error(`URL parameter threads=${threads} must be 1 or more`);
   return {

@@ -2,13 +2,20 @@
 // one forward pass at a time, posting each piece of text as it comes. Between passes it
 // yields to its event loop, so that a stop request is taken within one token. A Worker holds
 // one model; the page starts a new Worker to load another.
+//
+// Where the page is cross-origin isolated, so that WebAssembly memory can be shared, it runs
+// the threaded build (src/wasm-threads/) and starts the Workers of its threads (thread.ts)
+// before loading; elsewhere the single-threaded build (src/wasm/).
 
-import init, { Chat, ModelLoader } from "./wasm/plumb_web.js";
-import wasmUrl from "./wasm/plumb_web_bg.wasm?url";
+import * as single from "./wasm/plumb_web.js";
+import singleUrl from "./wasm/plumb_web_bg.wasm?url";
+import * as threaded from "./wasm-threads/plumb_web.js";
+import threadedUrl from "./wasm-threads/plumb_web_bg.wasm?url";
 import type { FromWorker, ReplyStats, Settings, ToWorker } from "./messages";
 
-const ready = init({ module_or_path: wasmUrl });
-let chat: Chat | null = null;
+const wasm = self.crossOriginIsolated ? threaded : single;
+const ready = wasm.default({ module_or_path: self.crossOriginIsolated ? threadedUrl : singleUrl });
+let chat: single.Chat | null = null;
 
 function post(message: FromWorker) {
   postMessage(message);
@@ -40,10 +47,31 @@ async function open(source: File | string): Promise<{ total: number; stream: Rea
   return { total: Number(length), stream: response.body };
 }
 
-async function load(source: File | string, settings: Settings) {
+/**
+ * Starts `n` Workers that become threads of the threaded build, each an instance over this
+ * one's module and shared memory, and waits until every one is ready for work.
+ */
+async function startThreads(n: number) {
+  const [module, memory] = threaded.shared_module();
+  const started = [];
+  for (let i = 0; i < n; i++) {
+    const thread = new Worker(new URL("./thread.ts", import.meta.url), { type: "module" });
+    started.push(
+      new Promise<void>((resolve, reject) => {
+        thread.onmessage = () => resolve();
+        thread.onerror = (event) => reject(new Error(`a thread's Worker failed: ${event.message}`));
+      }),
+    );
+    thread.postMessage({ module, memory });
+  }
+  await Promise.all(started);
+}
+
+async function load(source: File | string, settings: Settings, threads: number) {
   await ready;
+  if (wasm === threaded && threads > 1) await startThreads(threads - 1);
   const { total, stream } = await open(source);
-  const loader = new ModelLoader(total);
+  const loader = new wasm.ModelLoader(total);
   const reader = stream.getReader();
   let received = 0;
   for (;;) {
@@ -53,8 +81,8 @@ async function load(source: File | string, settings: Settings) {
     received += value.length;
     post({ type: "progress", received, total });
   }
-  chat = loader.load(settings.temperature, settings.seed, settings.maxTokens);
-  post({ type: "loaded", description: chat.describe() });
+  chat = loader.load(settings.temperature, settings.seed, settings.maxTokens, threads);
+  post({ type: "loaded", description: chat.describe(), threads: chat.threads(), shared: self.crossOriginIsolated });
 }
 
 async function generate(text: string) {
@@ -86,7 +114,7 @@ onmessage = async (event: MessageEvent<ToWorker>) => {
   try {
     switch (message.type) {
       case "load":
-        await load(message.source, message.settings);
+        await load(message.source, message.settings, message.threads);
         break;
       case "send":
         await generate(message.text);

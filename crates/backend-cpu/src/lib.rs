@@ -22,6 +22,8 @@ mod pool;
 mod rope_angles;
 mod row_kernels;
 mod shared_out;
+#[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+pub mod web_threads;
 
 use std::sync::Arc;
 
@@ -91,6 +93,12 @@ impl CpuBackend {
     pub fn with_packed_weights(mut self) -> CpuBackend {
         self.pack_weights = true;
         self
+    }
+
+    /// The threads the backend computes on: fewer than asked for where the platform could not
+    /// start them.
+    pub fn n_threads(&self) -> usize {
+        self.pool.n_threads()
     }
 }
 

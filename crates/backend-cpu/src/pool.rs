@@ -10,8 +10,12 @@
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+#[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+use crate::web_threads::{self, JoinHandle};
+#[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
+type JoinHandle = std::thread::JoinHandle<()>;
 
 /// How long an idle worker spins before it sleeps.
 const SPIN_TIME: Duration = Duration::from_millis(2);
@@ -34,14 +38,15 @@ struct Shared {
 
 pub struct ThreadPool {
     shared: Arc<Shared>,
-    workers: Vec<JoinHandle<()>>,
+    workers: Vec<JoinHandle>,
     /// One job at a time: the backend may be shared between threads.
     dispatch: Mutex<()>,
 }
 
 impl ThreadPool {
     /// A pool of `n_threads` threads in all: the caller's and `n_threads − 1` workers. Where the
-    /// platform has no threads at all (WebAssembly without shared memory, WASI), the pool is the
+    /// platform has no threads at all (WebAssembly without shared memory, WASI), or in the
+    /// browser fewer Web Workers wait than asked for ([`crate::web_threads`]), the pool is the
     /// caller's thread alone, with a warning: [`ThreadPool::n_threads`] says what it got.
     pub fn new(n_threads: usize) -> std::io::Result<ThreadPool> {
         match ThreadPool::spawn(n_threads) {
@@ -69,9 +74,7 @@ impl ThreadPool {
         let workers = (1..n_threads.max(1))
             .map(|index| {
                 let shared = Arc::clone(&shared);
-                std::thread::Builder::new()
-                    .name(format!("plumb-cpu-{index}"))
-                    .spawn(move || worker(&shared, index))
+                start_thread(index, move || worker(&shared, index))
             })
             .collect::<std::io::Result<Vec<_>>>()?;
         Ok(ThreadPool {
@@ -119,11 +122,52 @@ impl ThreadPool {
     }
 }
 
+/// Starts worker `index`: a std thread, or in the browser a Web Worker the page started.
+#[cfg_attr(
+    all(target_arch = "wasm32", target_feature = "atomics"),
+    allow(unused_variables)
+)]
+fn start_thread(index: usize, run: impl FnOnce() + Send + 'static) -> std::io::Result<JoinHandle> {
+    #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+    return web_threads::spawn(run);
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
+    std::thread::Builder::new()
+        .name(format!("plumb-cpu-{index}"))
+        .spawn(run)
+}
+
+/// Tells a spinning worker when [`SPIN_TIME`] has passed. WebAssembly in the browser has no
+/// clock std can read (`Instant::now` panics there), so it counts spins instead: a spin is an
+/// atomic load, a nanosecond or so.
+struct SpinTimer {
+    spins: u32,
+    #[cfg(not(target_family = "wasm"))]
+    start: std::time::Instant,
+}
+
+impl SpinTimer {
+    fn start() -> SpinTimer {
+        SpinTimer {
+            spins: 0,
+            #[cfg(not(target_family = "wasm"))]
+            start: std::time::Instant::now(),
+        }
+    }
+
+    /// Counts one spin; whether the worker has spun long enough to sleep.
+    fn spun_out(&mut self) -> bool {
+        self.spins += 1;
+        #[cfg(not(target_family = "wasm"))]
+        return self.spins.is_multiple_of(1024) && self.start.elapsed() > SPIN_TIME;
+        #[cfg(target_family = "wasm")]
+        return u128::from(self.spins) > SPIN_TIME.as_nanos();
+    }
+}
+
 fn worker(shared: &Shared, index: usize) {
     let mut seen = 0;
     loop {
-        let spin_start = Instant::now();
-        let mut spins = 0u32;
+        let mut timer = SpinTimer::start();
         loop {
             if shared.shutdown.load(Ordering::Acquire) {
                 return;
@@ -131,8 +175,7 @@ fn worker(shared: &Shared, index: usize) {
             if shared.epoch.load(Ordering::Acquire) != seen {
                 break;
             }
-            spins += 1;
-            if spins.is_multiple_of(1024) && spin_start.elapsed() > SPIN_TIME {
+            if timer.spun_out() {
                 let guard = shared.sleep.lock().unwrap_or_else(|e| e.into_inner());
                 if shared.epoch.load(Ordering::Acquire) == seen
                     && !shared.shutdown.load(Ordering::Acquire)

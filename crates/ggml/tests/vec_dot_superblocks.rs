@@ -4,7 +4,8 @@
 //!   within f32 rounding, and against `dot_row` on the f32 activations, to within the
 //!   activation quantization error;
 //! - every SIMD kernel against the scalar one (same activation bytes, dots equal to within
-//!   f32 rounding: integer block sums are exact, only the f32 order differs);
+//!   f32 rounding: integer block sums are exact, only the f32 order differs; SIMD128's are
+//!   equal bit for bit);
 //! - `dot_many` against `dot`, bit for bit, on every instruction set.
 //!
 //! Weights are random bytes with chosen f16 scales (zero, subnormal, ordinary, the largest
@@ -374,6 +375,17 @@ fn check_case(case: &Case) -> Result<(), TestCaseError> {
                 r
             );
             let got = kernel.dot(n, &w, act).expect("lengths");
+            // SIMD128's kernels reduce their lanes to the scalar kernel's exact integer sums.
+            if kernel.isa() == Isa::Simd128 {
+                prop_assert!(
+                    got.to_bits() == expected.to_bits(),
+                    "{} simd128, row {}: {} is not the scalar {}",
+                    ty,
+                    r,
+                    got,
+                    expected
+                );
+            }
             let xq = dequantize_row_to_vec(GgmlType::Q8_K, act).expect("dequantizes");
             check_close(
                 &format!("{ty} {isa}, row {r}, against scalar"),

@@ -47,10 +47,17 @@ impl ModelLoader {
         self.0.received() as f64
     }
 
-    /// Reads the complete file and loads the model; see [`Chat::configure`] for the settings.
-    pub fn load(self, temperature: f32, seed: u32, max_tokens: i32) -> Result<Chat, JsError> {
+    /// Reads the complete file and loads the model on `threads` threads (see
+    /// [`start_thread`]); see [`Chat::configure`] for the settings.
+    pub fn load(
+        self,
+        temperature: f32,
+        seed: u32,
+        max_tokens: i32,
+        threads: u32,
+    ) -> Result<Chat, JsError> {
         let settings = settings(temperature, seed, max_tokens);
-        let chat = WebChat::load(self.0, settings).map_err(thrown)?;
+        let chat = WebChat::load(self.0, settings, threads as usize).map_err(thrown)?;
         LOADED.store(true, Ordering::Relaxed);
         Ok(Chat(chat))
     }
@@ -135,6 +142,39 @@ impl Chat {
     pub fn generating(&self) -> bool {
         self.0.generating()
     }
+
+    /// The threads the model computes on.
+    pub fn threads(&self) -> u32 {
+        self.0.threads() as u32
+    }
+}
+
+/// Whether this module was built with shared memory, so that [`start_thread`] can run
+/// threads. The page loads the threaded build only where it can share memory (a
+/// cross-origin isolated page), the single-threaded one elsewhere.
+#[wasm_bindgen]
+pub fn threaded() -> bool {
+    cfg!(all(target_arch = "wasm32", target_feature = "atomics"))
+}
+
+/// The module and its shared memory, for the page to instantiate in the Web Workers that
+/// become threads.
+#[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+#[wasm_bindgen]
+pub fn shared_module() -> js_sys::Array {
+    js_sys::Array::of2(&wasm_bindgen::module(), &wasm_bindgen::memory())
+}
+
+/// Makes the calling Web Worker (an instance over [`shared_module`]) a thread the model can
+/// compute on, calling `ready()` once it is counted; never returns. The page starts
+/// `threads − 1` of them before it loads a model on `threads`.
+#[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+#[wasm_bindgen]
+pub fn start_thread(ready: &js_sys::Function) {
+    plumb_backend_cpu::web_threads::serve(|| {
+        // A failing callback only keeps the page waiting for this thread; it loads on fewer.
+        let _ = ready.call0(&JsValue::NULL);
+    })
 }
 
 fn settings(temperature: f32, seed: u32, max_tokens: i32) -> ChatSettings {

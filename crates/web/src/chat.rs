@@ -53,14 +53,19 @@ pub struct WebChat {
 }
 
 impl WebChat {
-    /// Loads the model in `bytes` on the cpu backend, single-threaded.
+    /// Loads the model in `bytes` on the cpu backend, on `threads` threads (fewer where they
+    /// cannot start: [`WebChat::threads`] says how many).
     ///
     /// The model and its tokenizer live as long as the WebAssembly instance (a chat borrows
     /// them, and the page keeps one model per instance, starting a new Worker for another),
     /// so they are leaked rather than tied to the chat by a self-referential struct.
-    pub fn load(bytes: ModelBytes, settings: ChatSettings) -> Result<WebChat, WebError> {
+    pub fn load(
+        bytes: ModelBytes,
+        settings: ChatSettings,
+        threads: usize,
+    ) -> Result<WebChat, WebError> {
         let file = Arc::new(bytes.into_gguf()?);
-        let backend = CpuBackend::new(1, KvCacheType::F16)?;
+        let backend = CpuBackend::new(threads, KvCacheType::F16)?;
         let model = Model::from_file(file, backend)?;
         let tokenizer = Tokenizer::from_gguf(model.metadata())?;
         let template = chat_template(&model, None)?;
@@ -87,6 +92,11 @@ impl WebChat {
             hparams.n_layer,
             self.chat.session().n_ctx()
         )
+    }
+
+    /// The threads the model computes on.
+    pub fn threads(&self) -> usize {
+        self.model.backend().n_threads()
     }
 
     /// New sampling settings, from the next reply on.

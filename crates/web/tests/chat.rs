@@ -46,7 +46,8 @@ fn reply(chat: &mut WebChat, user: &str, stop_after: Option<usize>) -> (String, 
 fn a_streamed_model_chats_token_by_token_and_stops() {
     let path = require_model!("smollm2-135m");
     let file = std::fs::read(&path).unwrap();
-    let mut chat = WebChat::load(streamed(&file), GREEDY).unwrap();
+    let mut chat = WebChat::load(streamed(&file), GREEDY, 1).unwrap();
+    assert_eq!(chat.threads(), 1);
     assert!(
         chat.describe().starts_with("llama, 30 layers"),
         "{}",
@@ -74,10 +75,24 @@ fn a_streamed_model_chats_token_by_token_and_stops() {
 }
 
 #[test]
+fn two_threads_give_the_same_reply() {
+    let path = require_model!("smollm2-135m");
+    let file = std::fs::read(&path).unwrap();
+    let prompt = "What is the capital of France?";
+    let mut one = WebChat::load(streamed(&file), GREEDY, 1).unwrap();
+    let mut two = WebChat::load(streamed(&file), GREEDY, 2).unwrap();
+    assert_eq!(two.threads(), 2);
+    assert_eq!(
+        reply(&mut two, prompt, None).0,
+        reply(&mut one, prompt, None).0
+    );
+}
+
+#[test]
 fn a_truncated_model_gives_the_gguf_readers_error() {
     let path = require_model!("smollm2-135m");
     let file = std::fs::read(&path).unwrap();
-    let message = WebChat::load(streamed(&file[..file.len() / 2]), GREEDY)
+    let message = WebChat::load(streamed(&file[..file.len() / 2]), GREEDY, 1)
         .err()
         .unwrap()
         .to_string();

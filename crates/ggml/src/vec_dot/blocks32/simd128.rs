@@ -76,10 +76,34 @@ impl SimdLevels for Q8_0 {
     }
 }
 
+/// The fifth bits of Q5_0 and Q5_1 blocks as 0 or 16 per element: element j's is bit j of the
+/// little-endian word `qh`; each byte of the word is spread over 8 lanes and tested by its
+/// bit.
+#[inline(always)]
+fn fifth_bits(qh: &[u8]) -> (v128, v128) {
+    let word = u32::from_le_bytes([qh[0], qh[1], qh[2], qh[3]]);
+    let bytes = u32x4_splat(word);
+    let bits = u8x16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
+    let spread = |first: u8| {
+        let (a, b) = (first, first + 1);
+        let index = u8x16(a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b);
+        let set = i8x16_ne(v128_and(i8x16_swizzle(bytes, index), bits), u8x16_splat(0));
+        v128_and(set, u8x16_splat(16))
+    };
+    (spread(0), spread(2))
+}
+
 impl SimdLevels for Q5_0 {
     const BYTES: usize = <Q5_0 as SignedBlocks>::BYTES;
+    #[inline(always)]
     fn levels(block: &[u8]) -> (v128, v128) {
-        from_array(Q5_0::unpack(block).1)
+        let (lo, hi) = nibbles(&block[6..22]);
+        let (hlo, hhi) = fifth_bits(&block[2..6]);
+        let sixteen = i8x16_splat(16);
+        (
+            i8x16_sub(v128_or(lo, hlo), sixteen),
+            i8x16_sub(v128_or(hi, hhi), sixteen),
+        )
     }
 }
 
@@ -100,9 +124,12 @@ impl SimdLevels for Q4_1 {
 
 impl SimdLevels for Q5_1 {
     const BYTES: usize = <Q5_1 as OffsetBlocks>::BYTES;
+    #[inline(always)]
     fn levels(block: &[u8]) -> (v128, v128) {
         // Levels are 0..32: as signed bytes they keep their values.
-        from_array(Q5_1::unpack(block).2.map(|v| v as i8))
+        let (lo, hi) = nibbles(&block[8..24]);
+        let (hlo, hhi) = fifth_bits(&block[4..8]);
+        (v128_or(lo, hlo), v128_or(hi, hhi))
     }
 }
 

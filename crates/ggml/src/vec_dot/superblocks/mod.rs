@@ -13,6 +13,8 @@
 //! sums per vector lane and reduce the lanes at the end of the row, so their rounding is
 //! relative to the size of those partial sums (levels and offsets apart), not to the final
 //! dot product, which may cancel to far less. ggml's SIMD kernels accumulate the same way.
+//! SIMD128's kernels reduce their lanes per super-block instead, to the scalar kernel's exact
+//! total, and so agree with it bit for bit.
 //!
 //! `avx512_gemm` is the matrix-matrix kernel ([`crate::vec_dot::gemm`]) of Q4_K, Q5_K and
 //! Q6_K, `avx2_gemm` that of Q2_K to Q6_K: panels of eight weight rows unpacked once, walked
@@ -32,6 +34,8 @@ mod layout;
 mod neon;
 mod q8_k;
 mod scalar;
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod simd128;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
@@ -52,10 +56,8 @@ pub(super) fn kernel(weight_type: GgmlType, isa: Isa) -> Option<KernelFns> {
         Isa::Neon => neon::kernel(weight_type, false),
         #[cfg(target_arch = "aarch64")]
         Isa::NeonDotprod => neon::kernel(weight_type, true),
-        // No SIMD128 k-quant kernels yet: WebAssembly runs the scalar ones under its name, so
-        // that every type's best kernel is still at the one detected instruction set.
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-        Isa::Simd128 => scalar::kernel(weight_type),
+        Isa::Simd128 => simd128::kernel(weight_type),
         _ => None,
     }
 }
