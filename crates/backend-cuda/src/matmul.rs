@@ -21,6 +21,7 @@
 use std::sync::{Arc, Mutex};
 
 use cudarc::cublas::{result as blas, sys as blas_sys, CudaBlas};
+use cudarc::driver::sys::CUdeviceptr;
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, CudaView, DevicePtr,
     DevicePtrMut, DeviceRepr, LaunchConfig, PushKernelArg,
@@ -30,6 +31,7 @@ use plumb_model::Result;
 
 use crate::activations_q8::QuantizedRows;
 use crate::error::{error, failed};
+use crate::graphs::Scratch;
 use crate::nvrtc::load_module;
 use crate::weight::DeviceWeight;
 
@@ -161,6 +163,8 @@ struct Q8Kernels {
     batched: CudaFunction,
 }
 
+/// Weight rows per warp of the 8-bit kernels for a single activation row (`mvq_*_1`).
+const MATVEC_Q8_ROWS_PER_WARP_1: usize = 1;
 /// Weight rows per warp of the batched 8-bit kernels (`BATCH_ROWS` in matvec_q8.cu).
 const BATCH_ROWS_PER_WARP: usize = 4;
 
@@ -244,6 +248,32 @@ impl Matmul {
             gemm: Mutex::new(None),
             quantized: Mutex::new(None),
         })
+    }
+
+    /// The address and length of each scratch buffer the products use, which a CUDA graph
+    /// of them reads (see `graphs`).
+    pub fn scratch(&self, stream: &CudaStream) -> Scratch {
+        fn id<T>(s: &CudaSlice<T>, stream: &CudaStream) -> (CUdeviceptr, usize) {
+            (s.device_ptr(stream).0, s.len())
+        }
+        let mut ids = Vec::with_capacity(6);
+        if let Ok(q) = self.quantized.lock() {
+            if let Some(q) = q.as_ref() {
+                ids.extend([
+                    id(&q.qs, stream),
+                    id(&q.ds, stream),
+                    id(&q.outliers, stream),
+                ]);
+            }
+        }
+        if let Ok(g) = self.gemm.lock() {
+            if let Some(g) = g.as_ref() {
+                ids.extend(g.tile.as_ref().map(|s| id(s, stream)));
+                ids.extend(g.x16.as_ref().map(|s| id(s, stream)));
+                ids.extend(g.scales.as_ref().map(|s| id(s, stream)));
+            }
+        }
+        ids
     }
 
     /// Whether weights of type `ty` have kernels here.
@@ -593,7 +623,10 @@ fn matvec_q8_launches(
         (
             groups * MATVEC_MAX_ROWS,
             &kernels.matvec[rest.max(1) - 1],
-            MATVEC_ROWS_PER_WARP,
+            match rest {
+                1 => MATVEC_Q8_ROWS_PER_WARP_1,
+                _ => MATVEC_ROWS_PER_WARP,
+            },
             usize::from(rest > 0),
         ),
     ];

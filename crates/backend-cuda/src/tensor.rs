@@ -32,6 +32,20 @@ impl CudaTensor {
         })
     }
 
+    /// `n_tokens × width` values in `data`.
+    pub(crate) fn from_slice(n_tokens: usize, width: usize, data: CudaSlice<f32>) -> CudaTensor {
+        CudaTensor {
+            n_tokens,
+            width,
+            data,
+        }
+    }
+
+    /// The device buffer.
+    pub(crate) fn into_data(self) -> CudaSlice<f32> {
+        self.data
+    }
+
     /// Uploads `n_tokens × width` values from the host.
     pub(crate) fn from_host(
         stream: &Arc<CudaStream>,
