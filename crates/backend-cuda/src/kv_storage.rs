@@ -1,6 +1,7 @@
 //! The KV cache on the device, in f16: per layer, `n_slots` slots of one K row and one V row,
 //! addressed as the cache's block tables say (`slot = block · block_size + offset`).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, PushKernelArg};
@@ -12,7 +13,13 @@ use crate::kernels::{grid_stride, Kernels};
 /// K and V rows as f16 bits.
 pub struct CudaKvStorage {
     pub(crate) layers: Vec<LayerStore>,
+    /// Unique per storage made, so that a CUDA graph recorded over this cache's buffers is
+    /// replayed over no other (see `graphs`).
+    pub(crate) id: u64,
 }
+
+/// The `id` of the next storage.
+static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
 pub(crate) struct LayerStore {
     pub shape: LayerKv,
@@ -39,7 +46,10 @@ impl CudaKvStorage {
                 })
             })
             .collect::<Result<_>>()?;
-        Ok(CudaKvStorage { layers })
+        Ok(CudaKvStorage {
+            layers,
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+        })
     }
 
     pub(crate) fn shapes(&self) -> Vec<&LayerKv> {

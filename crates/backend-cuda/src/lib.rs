@@ -5,7 +5,8 @@
 //! CUDA C compiled by NVRTC for the device at start-up and cached on disk (see `nvrtc`).
 //! Every op is queued on one stream. A pass's bookkeeping (tokens, positions, KV slots, block
 //! tables, output rows) goes to the device in one copy at [`Backend::begin_pass`]; only
-//! [`Backend::to_host`] and [`Backend::top_k`] wait for the device.
+//! [`Backend::to_host`] and [`Backend::top_k`] wait for the device. Decode steps are
+//! recorded as CUDA graphs and replayed (see `graphs`).
 //!
 //! It differs from the f32 reference by the f16 rounding of keys and values and by the
 //! matrix kernels' own roundings, which `plumb verify --backend cuda` bounds layer by layer.
@@ -13,6 +14,7 @@
 mod activations_q8;
 mod attention;
 mod error;
+mod graphs;
 mod kernels;
 mod kv_storage;
 mod matmul;
@@ -32,6 +34,7 @@ use plumb_model::{
     PassInputs, Projection, Result, Rope, WeightTensor, WeightUse,
 };
 
+pub use graphs::GRAPHS_ENV;
 pub use kv_storage::CudaKvStorage;
 pub use nvrtc::KERNELS_ENV;
 pub use pass_inputs::CudaPass;
@@ -40,6 +43,7 @@ pub use weight::CudaWeight;
 
 use attention::Attention;
 use error::{error, failed, NAME};
+use graphs::Graphs;
 use kernels::Kernels;
 use matmul::Matmul;
 use ops::Ops;
@@ -57,6 +61,7 @@ pub struct CudaBackend {
     kernels: Kernels,
     matmul: Matmul,
     rope_tables: RopeTables,
+    graphs: Graphs,
     n_sm: usize,
     /// The device's name, for reports.
     device_name: String,
@@ -88,7 +93,8 @@ impl CudaBackend {
         // between streams) would only add two driver calls to each launch.
         // SAFETY: no buffer exists yet, and none is ever used on another stream.
         unsafe { ctx.disable_event_tracking() };
-        let stream = ctx.default_stream();
+        // A stream of its own: the legacy default stream cannot be captured into a graph.
+        let stream = ctx.new_stream().map_err(failed("new"))?;
         let device_name = ctx.name().map_err(failed("new"))?;
         let (major, minor) = ctx.compute_capability().map_err(failed("new"))?;
         let n_sm = ctx
@@ -99,10 +105,23 @@ impl CudaBackend {
             kernels: Kernels::load(&ctx)?,
             matmul: Matmul::new(&ctx)?,
             rope_tables: RopeTables::default(),
+            graphs: Graphs::from_env(),
             n_sm: usize::try_from(n_sm).unwrap_or(1).max(1),
             device_name,
             stream,
         })
+    }
+
+    /// This backend with decode steps recorded and replayed as CUDA graphs or not (the
+    /// default is on, unless `PLUMB_CUDA_GRAPHS=0`).
+    pub fn with_graphs(mut self, enabled: bool) -> CudaBackend {
+        self.graphs = Graphs::new(enabled);
+        self
+    }
+
+    /// How many passes were replayed from CUDA graphs so far.
+    pub fn graph_replays(&self) -> usize {
+        self.graphs.replays()
     }
 
     /// The device's name, as the driver gives it ("NVIDIA H200").
@@ -138,8 +157,13 @@ impl CudaBackend {
                 .copied()
                 .zip(outs.iter_mut().map(|o| &mut o.data))
                 .collect();
-            self.matmul
-                .run(&self.stream, &x.data, x.n_tokens(), &mut products)?;
+            self.matmul.run(
+                &self.stream,
+                &x.data,
+                x.q8.as_ref(),
+                x.n_tokens(),
+                &mut products,
+            )?;
         }
         outs.try_into()
             .map_err(|_| error(OP, "one output per weight"))
@@ -250,7 +274,26 @@ impl Backend for CudaBackend {
     }
 
     fn begin_pass<'p>(&self, inputs: &'p PassInputs<'p>) -> Result<CudaPass<'p>> {
-        CudaPass::new(&self.stream, inputs)
+        self.graphs.begin_pass(&self.stream, inputs)
+    }
+
+    fn replay_pass(&self, pass: &CudaPass<'_>, kv: &CudaKvStorage) -> Result<Option<CudaTensor>> {
+        let scratch = self.matmul.scratch(&self.stream);
+        self.graphs.replay(&self.stream, pass, kv, scratch)
+    }
+
+    fn record_pass(&self, pass: &CudaPass<'_>, kv: &CudaKvStorage) -> Result<bool> {
+        let scratch = self.matmul.scratch(&self.stream);
+        self.graphs.record(&self.stream, pass, kv, scratch)
+    }
+
+    fn finish_recording(
+        &self,
+        _pass: &CudaPass<'_>,
+        logits: Result<CudaTensor>,
+    ) -> Result<Option<CudaTensor>> {
+        let scratch = self.matmul.scratch(&self.stream);
+        self.graphs.finish(&self.stream, logits, scratch)
     }
 
     fn upload(&self, n_tokens: usize, width: usize, values: Vec<f32>) -> Result<CudaTensor> {

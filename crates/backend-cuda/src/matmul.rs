@@ -21,6 +21,7 @@
 use std::sync::{Arc, Mutex};
 
 use cudarc::cublas::{result as blas, sys as blas_sys, CudaBlas};
+use cudarc::driver::sys::CUdeviceptr;
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, CudaView, DevicePtr,
     DevicePtrMut, DeviceRepr, LaunchConfig, PushKernelArg,
@@ -30,6 +31,7 @@ use plumb_model::Result;
 
 use crate::activations_q8::QuantizedRows;
 use crate::error::{error, failed};
+use crate::graphs::Scratch;
 use crate::nvrtc::load_module;
 use crate::weight::DeviceWeight;
 
@@ -41,7 +43,7 @@ pub(crate) const WEIGHT_PADDING: usize = 16;
 const MATVEC_MAX_ROWS: usize = 8;
 /// Up to this many rows take the 8-bit kernels, in groups of `MATVEC_MAX_ROWS`; more take
 /// cuBLAS. 7B Q4_K_M, tokens/s of 16 / 32 sequences: 1,293 / 1,533 here, 956 / 1,726 with cuBLAS.
-const MATVEC_Q8_MAX_ROWS: usize = 16;
+pub(crate) const MATVEC_Q8_MAX_ROWS: usize = 16;
 /// Warps per block and weight rows per warp of the matrix-vector kernels (`WARPS`, `ROWS` in
 /// matmul.cu).
 const MATVEC_WARPS: usize = 4;
@@ -61,8 +63,9 @@ pub(crate) fn sources() -> [(&'static str, String); 2] {
         (
             "matmul",
             format!(
-                "{F16_HELPERS}{BLOCKS}{}{}",
+                "{F16_HELPERS}{BLOCKS}{}{}{}",
                 include_str!("kernels/matmul.cu"),
+                include_str!("kernels/quantize_q8.cuh"),
                 include_str!("kernels/matvec_q8.cu")
             ),
         ),
@@ -161,6 +164,8 @@ struct Q8Kernels {
     batched: CudaFunction,
 }
 
+/// Weight rows per warp of the 8-bit kernels for a single activation row (`mvq_*_1`).
+const MATVEC_Q8_ROWS_PER_WARP_1: usize = 1;
 /// Weight rows per warp of the batched 8-bit kernels (`BATCH_ROWS` in matvec_q8.cu).
 const BATCH_ROWS_PER_WARP: usize = 4;
 
@@ -246,6 +251,32 @@ impl Matmul {
         })
     }
 
+    /// The address and length of each scratch buffer the products use, which a CUDA graph
+    /// of them reads (see `graphs`).
+    pub fn scratch(&self, stream: &CudaStream) -> Scratch {
+        fn id<T>(s: &CudaSlice<T>, stream: &CudaStream) -> (CUdeviceptr, usize) {
+            (s.device_ptr(stream).0, s.len())
+        }
+        let mut ids = Vec::with_capacity(6);
+        if let Ok(q) = self.quantized.lock() {
+            if let Some(q) = q.as_ref() {
+                ids.extend([
+                    id(&q.qs, stream),
+                    id(&q.ds, stream),
+                    id(&q.outliers, stream),
+                ]);
+            }
+        }
+        if let Ok(g) = self.gemm.lock() {
+            if let Some(g) = g.as_ref() {
+                ids.extend(g.tile.as_ref().map(|s| id(s, stream)));
+                ids.extend(g.x16.as_ref().map(|s| id(s, stream)));
+                ids.extend(g.scales.as_ref().map(|s| id(s, stream)));
+            }
+        }
+        ids
+    }
+
     /// Whether weights of type `ty` have kernels here.
     pub fn supports(ty: GgmlType) -> bool {
         kernel_name(ty).is_some()
@@ -260,11 +291,13 @@ impl Matmul {
 
     /// y[n × m] = x[n × k] · Wᵀ for each (W, y) of `products`, row-major f32 on the device.
     /// Weights that multiply the same activations (Q, K and V; gate and up) go together, so
-    /// that x is quantized to 8 bits once for all of them.
+    /// that x is quantized to 8 bits once for all of them; `xq`, where given, holds x so
+    /// quantized already.
     pub fn run(
         &self,
         stream: &Arc<CudaStream>,
         x: &CudaSlice<f32>,
+        xq: Option<&QuantizedRows>,
         n: usize,
         products: &mut [(&DeviceWeight, &mut CudaSlice<f32>)],
     ) -> Result<()> {
@@ -300,11 +333,24 @@ impl Matmul {
                 .as_ref()
                 .filter(|_| n <= MATVEC_Q8_MAX_ROWS)
             {
-                if quantized_k != Some(w.k) {
-                    QuantizedRows::quantize(&mut quantized, &self.quantize_q8, stream, x, n, w.k)?;
-                    quantized_k = Some(w.k);
-                }
-                let q = quantized.as_ref().expect("quantized above");
+                // x's own 8-bit rows where the kernel that wrote x made them.
+                let q = match xq.filter(|q| q.k == w.k) {
+                    Some(q) => q,
+                    None => {
+                        if quantized_k != Some(w.k) {
+                            QuantizedRows::quantize(
+                                &mut quantized,
+                                &self.quantize_q8,
+                                stream,
+                                x,
+                                n,
+                                w.k,
+                            )?;
+                            quantized_k = Some(w.k);
+                        }
+                        quantized.as_ref().expect("quantized above")
+                    }
+                };
                 matvec_q8_launches(stream, matvec_q8, w, row_bytes, q, n, y)?;
                 continue;
             }
@@ -593,7 +639,10 @@ fn matvec_q8_launches(
         (
             groups * MATVEC_MAX_ROWS,
             &kernels.matvec[rest.max(1) - 1],
-            MATVEC_ROWS_PER_WARP,
+            match rest {
+                1 => MATVEC_Q8_ROWS_PER_WARP_1,
+                _ => MATVEC_ROWS_PER_WARP,
+            },
             usize::from(rest > 0),
         ),
     ];

@@ -276,3 +276,61 @@ fn smollm2_decodes_as_it_prefills() {
 fn gemma3_decodes_as_it_prefills() {
     check_decoding("gemma3-270m");
 }
+
+/// Decode steps replayed from CUDA graphs give the logits that the same steps give op by op:
+/// each replay reads its own step's tokens, positions, slots and block tables, and a
+/// context that outgrows its graph's block tables gets a new graph. Three sequences in
+/// blocks of 4 positions grow past 64 positions (16 blocks, where the graphs' block tables
+/// are padded to).
+#[test]
+fn graph_replays_match_steps_run_op_by_op() {
+    let mut cuda = Some(require_cuda!());
+    for arch in ARCHS {
+        let file = Synthetic::tiny(arch).file(7);
+        let backend = cuda.take().map_or_else(|| CudaBackend::new(0), Ok).unwrap();
+        let eager = Model::from_file(file.clone(), backend.with_graphs(false)).unwrap();
+        let backend = CudaBackend::new(0).unwrap().with_graphs(true);
+        let graphs = Model::from_file(file, backend).unwrap();
+        let config = KvConfig::new(96, 3, 16).with_block_size(4);
+        let (mut eager_cache, mut graph_cache) = (
+            eager.new_kv_cache(config).unwrap(),
+            graphs.new_kv_cache(config).unwrap(),
+        );
+        let prompts = [tokens(1, 5), tokens(2, 9), tokens(3, 13)];
+        for (seq, prompt) in prompts.iter().enumerate() {
+            for model_cache in [(&eager, &mut eager_cache), (&graphs, &mut graph_cache)] {
+                let (model, cache) = model_cache;
+                model.eval(cache, seq, prompt, LogitsFor::Last).unwrap();
+            }
+        }
+        for step in 0..70 {
+            let mut batch = Batch::new();
+            for (seq, prompt) in prompts.iter().enumerate() {
+                batch.push(
+                    (step * 5 + seq as u32) % 64,
+                    seq,
+                    prompt.len() + step as usize,
+                    true,
+                );
+            }
+            let want = eager.forward(&batch, &mut eager_cache).unwrap();
+            let got = graphs.forward(&batch, &mut graph_cache).unwrap();
+            for (i, place) in batch.places().iter().enumerate() {
+                let diff = common::synthetic::max_rel_diff(
+                    got.for_token(i).unwrap(),
+                    want.for_token(i).unwrap(),
+                );
+                assert!(
+                    diff <= 2e-3,
+                    "{arch}: step {step}, sequence {} differs by {diff:e} from op by op",
+                    place.seq
+                );
+            }
+        }
+        // Two steps of each layout run op by op (the first sizes everything, the second is
+        // recorded); the rest, 66 of the 70 with two layouts, are replays.
+        let replays = graphs.backend().graph_replays();
+        assert!((60..=66).contains(&replays), "{arch}: {replays} replays");
+        assert_eq!(eager.backend().graph_replays(), 0, "{arch}");
+    }
+}

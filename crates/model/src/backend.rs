@@ -168,6 +168,40 @@ pub trait Backend: Send + Sync {
     /// Takes one pass's inputs, before its first op.
     fn begin_pass<'p>(&self, inputs: &'p PassInputs<'p>) -> Result<Self::Pass<'p>>;
 
+    /// The logits of `pass` from a recording of an earlier pass of the same shape over the
+    /// same cache `kv` (see [`Backend::record_pass`]), run again with this pass's inputs;
+    /// `None` where the backend holds no recording for it, and the model then runs the pass's
+    /// ops.
+    fn replay_pass(
+        &self,
+        pass: &Self::Pass<'_>,
+        kv: &Self::KvStorage,
+    ) -> Result<Option<Self::Tensor>> {
+        let _ = (pass, kv);
+        Ok(None)
+    }
+
+    /// Whether the backend records the ops of `pass` that follow, instead of running them at
+    /// once, so that [`Backend::replay_pass`] can run later passes of its shape with one
+    /// call (a CUDA graph). The model asks only for passes that no observer watches.
+    fn record_pass(&self, pass: &Self::Pass<'_>, kv: &Self::KvStorage) -> Result<bool> {
+        let _ = (pass, kv);
+        Ok(false)
+    }
+
+    /// Ends the recording begun by [`Backend::record_pass`] and runs it. `logits` is what the
+    /// recorded ops returned. Gives the logits back once they are computed, or `None` when the
+    /// recording could not be made (an op that a recording cannot hold): the model then runs
+    /// the pass's ops again, unrecorded.
+    fn finish_recording(
+        &self,
+        pass: &Self::Pass<'_>,
+        logits: Result<Self::Tensor>,
+    ) -> Result<Option<Self::Tensor>> {
+        let _ = pass;
+        logits.map(Some)
+    }
+
     /// A tensor from host values, `[n_tokens × width]` row-major.
     fn upload(&self, n_tokens: usize, width: usize, values: Vec<f32>) -> Result<Self::Tensor>;
 

@@ -249,17 +249,40 @@ impl<B: Backend> Model<B> {
             |storage, kv| {
                 let inputs = PassInputs::new(batch.tokens(), batch.places(), &output_rows, kv);
                 let state = self.backend.begin_pass(&inputs)?;
+                // A recorded pass (a CUDA graph) shows no intermediates, so one that is
+                // observed always runs op by op.
+                if observer.is_none() {
+                    if let Some(logits) = self.backend.replay_pass(&state, storage)? {
+                        return output(&logits);
+                    }
+                    if self.backend.record_pass(&state, storage)? {
+                        let logits = self.decode(&state, storage, n_ctx, None);
+                        if let Some(logits) = self.backend.finish_recording(&state, logits)? {
+                            return output(&logits);
+                        }
+                    }
+                }
                 // The observer's own lifetime is shortened to the pass's.
                 let observer = observer.map(|o| &mut *o as &mut dyn Observer);
-                let mut pass = Pass::new(&self.backend, &state, storage, n_ctx, observer);
-                let logits = match &self.decoder {
-                    Decoder::Llama(d) => d.forward(&mut pass),
-                    Decoder::Gemma2(d) => d.forward(&mut pass),
-                    Decoder::Gemma3(d) => d.forward(&mut pass),
-                    Decoder::Phi3(d) => d.forward(&mut pass),
-                }?;
-                output(&logits)
+                output(&self.decode(&state, storage, n_ctx, observer)?)
             },
         )
+    }
+
+    /// The architecture's ops over one pass: the logits of the rows the batch asked for.
+    fn decode<'a, 'p>(
+        &'a self,
+        state: &'a B::Pass<'p>,
+        storage: &'a mut B::KvStorage,
+        n_ctx: usize,
+        observer: Option<&'a mut dyn Observer>,
+    ) -> Result<B::Tensor> {
+        let mut pass = Pass::new(&self.backend, state, storage, n_ctx, observer);
+        match &self.decoder {
+            Decoder::Llama(d) => d.forward(&mut pass),
+            Decoder::Gemma2(d) => d.forward(&mut pass),
+            Decoder::Gemma3(d) => d.forward(&mut pass),
+            Decoder::Phi3(d) => d.forward(&mut pass),
+        }
     }
 }

@@ -1,0 +1,263 @@
+//! Decode steps as CUDA graphs: a step's few hundred launches cost the host more time than
+//! the GPU takes to run them on a small model, so a step of a layout seen before is recorded
+//! once (stream capture) and then replayed with one call, its inputs copied into the buffer
+//! the recording reads.
+//!
+//! A pass's [`Layout`] fixes every launch's shape and every input's place; the KV cache and
+//! the matrix kernels' scratch buffers fix the rest of the addresses the kernels were
+//! recorded with. Memory the recorded ops allocate and free is the graph's own, at the same
+//! addresses on every replay; the logits are the one allocation it leaves to the caller,
+//! who frees it before the next replay, as it frees an unrecorded pass's.
+//!
+//! Only passes of up to [`MAX_TOKENS`] tokens that all want logits (decode steps) are
+//! recorded, from the second pass of their layout on (the first also creates what ops make
+//! on first use: RoPE tables, the cuBLAS handle, scratch buffers). Passes that an observer
+//! watches (trace, verify) always run op by op; `PLUMB_CUDA_GRAPHS=0` turns graphs off.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use cudarc::driver::sys::{CUdeviceptr, CUgraphInstantiate_flags, CUstreamCaptureMode};
+use cudarc::driver::{CudaGraph, CudaSlice, CudaStream, DevicePtr};
+use plumb_model::{Activations, PassInputs, Result};
+
+use crate::error::{error, failed};
+use crate::kv_storage::CudaKvStorage;
+use crate::pass_inputs::{pack, CudaPass, Layout};
+use crate::tensor::CudaTensor;
+
+/// Set to `0` to run every pass op by op.
+pub const GRAPHS_ENV: &str = "PLUMB_CUDA_GRAPHS";
+/// The most tokens of a recorded pass: decode steps of up to this many sequences.
+const MAX_TOKENS: usize = 64;
+/// Recordings kept; past this many (a server's batch sizes times context buckets), all are
+/// dropped and recorded again as steps come.
+const MAX_GRAPHS: usize = 128;
+const OP: &str = "cuda_graph";
+
+/// A recording's key: a pass layout over one KV cache (its `id`).
+type Key = (Layout, u64);
+/// The address and length of each of the matrix kernels' scratch buffers.
+pub(crate) type Scratch = Vec<(CUdeviceptr, usize)>;
+
+/// The recordings of one backend.
+pub(crate) struct Graphs {
+    enabled: bool,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Per layout: how many passes had it, and the buffer its recordings read.
+    layouts: HashMap<Layout, LayoutBuffer>,
+    /// Per layout and KV cache: its recording, or `None` where recording failed.
+    graphs: HashMap<Key, Option<Recorded>>,
+    /// The recording under way: its key and the scratch buffers it was started with.
+    recording: Option<(Key, Scratch)>,
+    replays: usize,
+}
+
+// SAFETY: a CudaGraph holds the driver's graph handles, which must not be used from two
+// threads at once; every use is under the Mutex around State.
+unsafe impl Send for State {}
+
+#[derive(Default)]
+struct LayoutBuffer {
+    seen: usize,
+    buffer: Option<Arc<CudaSlice<u32>>>,
+}
+
+struct Recorded {
+    graph: CudaGraph,
+    /// The logits' address (the graph allocates them at the same one on every launch), rows
+    /// and width.
+    logits: CUdeviceptr,
+    n_tokens: usize,
+    width: usize,
+    /// The matrix kernels' scratch buffers that the graph was recorded with.
+    scratch: Scratch,
+}
+
+impl Graphs {
+    /// On unless `PLUMB_CUDA_GRAPHS=0`.
+    pub fn from_env() -> Graphs {
+        Graphs::new(std::env::var(GRAPHS_ENV).map_or(true, |v| v != "0"))
+    }
+
+    pub fn new(enabled: bool) -> Graphs {
+        Graphs {
+            enabled,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    fn state(&self) -> Result<MutexGuard<'_, State>> {
+        self.state
+            .lock()
+            .map_err(|_| error(OP, "a previous pass panicked"))
+    }
+
+    /// The pass of `inputs`: in its layout's graph buffer from the second pass of a
+    /// recordable layout on, else in a buffer of its own.
+    pub fn begin_pass<'p>(
+        &self,
+        stream: &Arc<CudaStream>,
+        inputs: &'p PassInputs<'p>,
+    ) -> Result<CudaPass<'p>> {
+        let n = inputs.n_tokens();
+        if !self.enabled || n == 0 || n > MAX_TOKENS || inputs.output_rows.len() != n {
+            return CudaPass::new(stream, inputs);
+        }
+        let (host, layout) = pack(inputs, true)?;
+        let mut state = self.state()?;
+        let entry = state.layouts.entry(layout.clone()).or_default();
+        entry.seen += 1;
+        if entry.seen < 2 {
+            drop(state);
+            return CudaPass::new(stream, inputs);
+        }
+        let buffer = match &mut entry.buffer {
+            Some(buffer) => buffer,
+            slot => slot.insert(Arc::new(
+                // SAFETY: filled below.
+                unsafe { stream.alloc::<u32>(layout.len()) }.map_err(failed(OP))?,
+            )),
+        };
+        // The last pass has ended, so nothing else holds the buffer.
+        let Some(device) = Arc::get_mut(buffer) else {
+            drop(state);
+            return CudaPass::new(stream, inputs);
+        };
+        // Queued after the last replay, which reads the previous step's inputs.
+        stream.memcpy_htod(&host, device).map_err(failed(OP))?;
+        Ok(CudaPass::in_buffer(
+            inputs,
+            Arc::clone(buffer),
+            layout,
+            true,
+        ))
+    }
+
+    /// Launches the recording of `pass`'s layout over `kv`, if there is one: the logits.
+    pub fn replay(
+        &self,
+        stream: &Arc<CudaStream>,
+        pass: &CudaPass<'_>,
+        kv: &CudaKvStorage,
+        scratch: Scratch,
+    ) -> Result<Option<CudaTensor>> {
+        if !pass.in_graph_buffer {
+            return Ok(None);
+        }
+        let mut state = self.state()?;
+        let key = (pass.layout.clone(), kv.id);
+        let Some(Some(recorded)) = state.graphs.get(&key) else {
+            return Ok(None);
+        };
+        if recorded.scratch != scratch {
+            // A larger batch replaced a scratch buffer that every recording reads.
+            state.graphs.clear();
+            return Ok(None);
+        }
+        recorded.graph.launch().map_err(failed(OP))?;
+        // SAFETY: the graph allocates the logits at this address on every launch, and the
+        // tensor's drop frees them before the next launch, as the recorded pass's did.
+        let len = recorded.n_tokens * recorded.width;
+        let data = unsafe { stream.upgrade_device_ptr::<f32>(recorded.logits, len) };
+        let logits = CudaTensor::from_slice(recorded.n_tokens, recorded.width, data);
+        state.replays += 1;
+        Ok(Some(logits))
+    }
+
+    /// Starts recording `pass` over `kv` if its layout has no recording yet (nor a failed
+    /// one).
+    pub fn record(
+        &self,
+        stream: &Arc<CudaStream>,
+        pass: &CudaPass<'_>,
+        kv: &CudaKvStorage,
+        scratch: Scratch,
+    ) -> Result<bool> {
+        if !pass.in_graph_buffer {
+            return Ok(false);
+        }
+        let mut state = self.state()?;
+        let key = (pass.layout.clone(), kv.id);
+        if state.graphs.contains_key(&key) {
+            return Ok(false);
+        }
+        if state.graphs.len() >= MAX_GRAPHS {
+            state.graphs.clear();
+        }
+        if let Err(e) =
+            stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+        {
+            tracing::warn!(error = %e, "cannot record a CUDA graph; steps run op by op");
+            state.graphs.insert(key, None);
+            return Ok(false);
+        }
+        state.recording = Some((key, scratch));
+        Ok(true)
+    }
+
+    /// Ends the recording and launches it: the logits, or `None` where the recorded ops
+    /// failed or held an op a graph cannot (a copy to the host), and the pass must run again
+    /// op by op. Such a layout is not recorded again.
+    pub fn finish(
+        &self,
+        stream: &Arc<CudaStream>,
+        logits: Result<CudaTensor>,
+        scratch: Scratch,
+    ) -> Result<Option<CudaTensor>> {
+        let mut state = self.state()?;
+        let (key, scratch_before) = state
+            .recording
+            .take()
+            .ok_or_else(|| error(OP, "no recording under way"))?;
+        // An error that a drop recorded during the recording (a free that the broken capture
+        // refused) would stop end_capture before it ends the capture: taken first.
+        let dropped = stream.context().check_err();
+        let graph = stream.end_capture(CUgraphInstantiate_flags(0));
+        if scratch != scratch_before {
+            // Cannot happen: the layout's first pass, unrecorded, sized them.
+            return Err(error(
+                OP,
+                "a scratch buffer of the matrix kernels was replaced while a step was recorded",
+            ));
+        }
+        let (graph, logits) = match (dropped, graph, logits) {
+            (Ok(()), Ok(Some(graph)), Ok(logits)) => (graph, logits),
+            (dropped, graph, logits) => {
+                tracing::warn!(
+                    error = ?graph.as_ref().err().or(dropped.as_ref().err()),
+                    ops_failed = logits.is_err(),
+                    "a decode step could not be recorded as a CUDA graph; it runs op by op"
+                );
+                // The recorded allocation is no memory outside the graph: not to be freed.
+                if let Ok(logits) = logits {
+                    logits.into_data().leak();
+                }
+                // Frees of recorded allocations after the recording broke left their errors.
+                let _ = stream.context().check_err();
+                state.graphs.insert(key, None);
+                return Ok(None);
+            }
+        };
+        let ptr = logits.data.device_ptr(stream).0;
+        graph.launch().map_err(failed(OP))?;
+        let recorded = Recorded {
+            graph,
+            logits: ptr,
+            n_tokens: logits.n_tokens(),
+            width: logits.width(),
+            scratch,
+        };
+        state.graphs.insert(key, Some(recorded));
+        Ok(Some(logits))
+    }
+
+    /// Passes replayed so far.
+    pub fn replays(&self) -> usize {
+        self.state.lock().map_or(0, |s| s.replays)
+    }
+}
