@@ -27,6 +27,7 @@ mod params;
 mod pass;
 mod quant;
 mod tensor;
+mod wait;
 mod weights;
 
 use std::ops::Range;
