@@ -77,6 +77,9 @@ echo "== cargo clippy for the browser (wasm32-unknown-unknown)"
 # The crates a page needs: everything from the GGUF reader to the engine, and the page's API.
 cargo clippy --target wasm32-unknown-unknown -p plumb-gguf -p plumb-ggml -p plumb-tokenizer \
     -p plumb-model -p plumb-backend-cpu -p plumb-engine -p plumb-web -- -D warnings
+# The page's wgpu build: the wgpu backend on WebGPU, and plumb-web on it.
+cargo clippy --target wasm32-unknown-unknown -p plumb-backend-wgpu -p plumb-web --features plumb-web/wgpu \
+    -- -D warnings
 echo "== the wgpu backend for Apple silicon (Metal), compiled only"
 cargo clippy --target aarch64-apple-darwin -p plumb-backend-wgpu -- -D warnings
 echo "== test models"

@@ -2,7 +2,7 @@
 // (worker.ts). The elements carry data-testid attributes that the Playwright test
 // (tools/test-web.mjs) drives; see the README's "In the browser".
 
-import type { FromWorker, Settings, ToWorker } from "./messages";
+import type { BackendChoice, FromWorker, Settings, ToWorker } from "./messages";
 import { readParams } from "./params";
 
 const THREADS_NOTE =
@@ -27,6 +27,7 @@ const ui = {
   messages: document.querySelector<HTMLElement>(".messages")!,
   modelInfo: document.querySelector<HTMLElement>(".model-info")!,
   threads: document.querySelector<HTMLElement>(".threads")!,
+  backend: element<HTMLElement>("backend"),
   compose: document.querySelector<HTMLFormElement>(".compose")!,
   newChat: document.querySelector<HTMLButtonElement>(".new-chat")!,
 };
@@ -37,6 +38,7 @@ let worker: Worker | null = null;
 let reply: HTMLElement | null = null;
 let settings: Settings = { temperature: 0.8, seed: 0, maxTokens: 1024 };
 let pendingPrompt: string | null = null;
+let backendChoice: BackendChoice = "auto";
 
 function setState(next: State) {
   state = next;
@@ -75,6 +77,7 @@ function onWorker(event: MessageEvent<FromWorker>) {
     case "loaded":
       ui.progress.value = 1;
       ui.modelInfo.textContent = message.description;
+      ui.backend.textContent = message.backend;
       setState("ready");
       if (pendingPrompt !== null) {
         const text = pendingPrompt;
@@ -111,6 +114,7 @@ function load(source: File | string) {
   ui.messages.replaceChildren();
   ui.progress.value = 0;
   ui.modelInfo.textContent = "";
+  ui.backend.textContent = "–";
   ui.tokensPerSecond.textContent = "–";
   reply = null;
   setState("loading");
@@ -120,7 +124,7 @@ function load(source: File | string) {
     showError(`the Worker failed: ${event.message}`);
     setState("no model");
   };
-  tell({ type: "load", source, settings });
+  tell({ type: "load", source, settings, backend: backendChoice });
 }
 
 function send(text: string) {
@@ -166,6 +170,7 @@ setState("no model");
 try {
   const params = readParams(location.search);
   settings = params.settings;
+  backendChoice = params.backend;
   ui.threads.textContent =
     params.threads > 1 ? `${THREADS_NOTE} (threads=${params.threads} was asked for.)` : THREADS_NOTE;
   if (params.prompt !== null) {

@@ -7,8 +7,14 @@ export interface Settings {
   maxTokens: number;
 }
 
+/**
+ * The backend a model runs on: wgpu (the page's WebGPU) or cpu (WebAssembly SIMD); auto is
+ * wgpu where WebGPU gives an adapter and JSPI exists, else cpu.
+ */
+export type BackendChoice = "auto" | "wgpu" | "cpu";
+
 export type ToWorker =
-  | { type: "load"; source: File | string; settings: Settings }
+  | { type: "load"; source: File | string; settings: Settings; backend: BackendChoice }
   | { type: "send"; text: string }
   | { type: "stop" }
   | { type: "reset" };
@@ -23,7 +29,8 @@ export interface ReplyStats {
 
 export type FromWorker =
   | { type: "progress"; received: number; total: number }
-  | { type: "loaded"; description: string }
+  /** `backend`: what the model runs on, and why where auto chose cpu. */
+  | { type: "loaded"; description: string; backend: string }
   | { type: "token"; text: string }
   | { type: "done"; stats: ReplyStats }
   | { type: "error"; message: string };

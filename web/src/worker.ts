@@ -2,13 +2,80 @@
 // one forward pass at a time, posting each piece of text as it comes. Between passes it
 // yields to its event loop, so that a stop request is taken within one token. A Worker holds
 // one model; the page starts a new Worker to load another.
+//
+// There are two builds of the module (web/build-wasm.sh): plumb_web, on the cpu backend
+// (WebAssembly SIMD), and plumb_web_wgpu, on the wgpu backend over the page's WebGPU. The
+// wgpu build waits for the GPU inside its calls through JSPI (WebAssembly JavaScript Promise
+// Integration), so its `load` and `step` return promises; this Worker awaits both in either
+// build, and calls nothing else on a chat while a step is under way.
 
-import init, { Chat, ModelLoader } from "./wasm/plumb_web.js";
-import wasmUrl from "./wasm/plumb_web_bg.wasm?url";
-import type { FromWorker, ReplyStats, Settings, ToWorker } from "./messages";
+import cpuWasm from "./wasm/plumb_web_bg.wasm?url";
+import wgpuWasm from "./wasm/plumb_web_wgpu_bg.wasm?url";
+import type { BackendChoice, FromWorker, ReplyStats, Settings, ToWorker } from "./messages";
 
-const ready = init({ module_or_path: wasmUrl });
+/** What this Worker uses of either build's API. */
+interface ReplyInfo {
+  n_tokens: number;
+  stop: string;
+  prompt_tokens: number;
+  prompt_tokens_per_second: number;
+  tokens_per_second: number;
+  free(): void;
+}
+interface Chat {
+  describe(): string;
+  backend(): string;
+  send(text: string): void;
+  step(onText: (piece: string) => void): ReplyInfo | undefined | Promise<ReplyInfo | undefined>;
+  stop(): void;
+  reset(): void;
+}
+interface ModelLoader {
+  push(chunk: Uint8Array): void;
+  load(temperature: number, seed: number, maxTokens: number): Chat | Promise<Chat>;
+}
+type LoaderClass = new (length: number) => ModelLoader;
+
+/** Starts the chosen build's module; its ModelLoader class. */
+async function startModule(backend: "wgpu" | "cpu"): Promise<LoaderClass> {
+  const glue =
+    backend === "wgpu" ? await import("./wasm/plumb_web_wgpu.js") : await import("./wasm/plumb_web.js");
+  await glue.default({ module_or_path: backend === "wgpu" ? wgpuWasm : cpuWasm });
+  return glue.ModelLoader as unknown as LoaderClass;
+}
+
+interface GpuAdapter {
+  info?: { vendor: string; architecture: string; description: string };
+}
+
+/** The WebGPU adapter the wgpu build would get, described; or why the build cannot run here. */
+async function webGpuAdapter(): Promise<{ adapter: string } | { missing: string }> {
+  if (typeof (WebAssembly as { Suspending?: unknown }).Suspending !== "function")
+    return { missing: "this browser has no WebAssembly JSPI (WebAssembly.Suspending), which the wgpu build needs" };
+  const gpu = (navigator as { gpu?: { requestAdapter(options?: object): Promise<GpuAdapter | null> } }).gpu;
+  if (gpu === undefined) return { missing: "this browser has no WebGPU (navigator.gpu)" };
+  const adapter = await gpu.requestAdapter({ powerPreference: "high-performance" }).catch(() => null);
+  if (adapter === null) return { missing: "WebGPU gave no adapter" };
+  const info = adapter.info;
+  const words = info ? [info.vendor, info.architecture, info.description].filter((w) => w !== "") : [];
+  return { adapter: words.length > 0 ? words.join(" ") : "an adapter that does not say" };
+}
+
+/**
+ * The backend to load on: the one asked for, else wgpu where it can run; and what the page
+ * shows after the backend's name (the adapter, or why not wgpu).
+ */
+async function chooseBackend(asked: BackendChoice): Promise<{ backend: "wgpu" | "cpu"; note: string }> {
+  if (asked === "cpu") return { backend: "cpu", note: " (WebAssembly SIMD)" };
+  const found = await webGpuAdapter();
+  if ("adapter" in found) return { backend: "wgpu", note: ` (WebGPU: ${found.adapter})` };
+  if (asked === "wgpu") throw new Error(`backend=wgpu: ${found.missing}`);
+  return { backend: "cpu", note: ` (WebAssembly SIMD; not wgpu: ${found.missing})` };
+}
+
 let chat: Chat | null = null;
+/** A stop asked for while a step is under way, passed on before the next step. */
+let stopAsked = false;
 
 function post(message: FromWorker) {
   postMessage(message);
@@ -40,8 +107,9 @@ async function open(source: File | string): Promise<{ total: number; stream: Rea
   return { total: Number(length), stream: response.body };
 }
 
-async function load(source: File | string, settings: Settings) {
-  await ready;
+async function load(source: File | string, settings: Settings, asked: BackendChoice) {
+  const { backend, note } = await chooseBackend(asked);
+  const ModelLoader = await startModule(backend);
   const { total, stream } = await open(source);
   const loader = new ModelLoader(total);
   const reader = stream.getReader();
@@ -53,18 +121,20 @@ async function load(source: File | string, settings: Settings) {
     received += value.length;
     post({ type: "progress", received, total });
   }
-  chat = loader.load(settings.temperature, settings.seed, settings.maxTokens);
-  post({ type: "loaded", description: chat.describe() });
+  chat = await loader.load(settings.temperature, settings.seed, settings.maxTokens);
+  post({ type: "loaded", description: chat.describe(), backend: chat.backend() + note });
 }
 
 async function generate(text: string) {
   if (chat === null) throw new Error("load a model first");
   chat.send(text);
+  stopAsked = false;
   const onText = (piece: string) => {
     if (piece !== "") post({ type: "token", text: piece });
   };
   for (;;) {
-    const reply = chat.step(onText);
+    if (stopAsked) chat.stop();
+    const reply = await chat.step(onText);
     if (reply !== undefined) {
       const stats: ReplyStats = {
         nTokens: reply.n_tokens,
@@ -86,13 +156,13 @@ onmessage = async (event: MessageEvent<ToWorker>) => {
   try {
     switch (message.type) {
       case "load":
-        await load(message.source, message.settings);
+        await load(message.source, message.settings, message.backend);
         break;
       case "send":
         await generate(message.text);
         break;
       case "stop":
-        chat?.stop();
+        stopAsked = true;
         break;
       case "reset":
         chat?.reset();

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use plumb_backend_cpu::{CpuBackend, KvCacheType};
 use plumb_engine::sampling::{Sampler, SamplingConfig};
 use plumb_engine::{chat_template, ChatSession, GenerateOptions, Progress, Session, Turn};
-use plumb_model::Model;
+use plumb_model::{Backend, Model};
 use plumb_tokenizer::Tokenizer;
 
 use crate::{ModelBytes, WebError};
@@ -43,28 +43,39 @@ pub struct Reply {
     pub tokens_per_second: f64,
 }
 
-/// One model and a conversation with it.
-pub struct WebChat {
-    model: &'static Model<CpuBackend>,
-    chat: ChatSession<'static, CpuBackend>,
+/// One model and a conversation with it, on the cpu backend unless another is given.
+pub struct WebChat<B: Backend + 'static = CpuBackend> {
+    model: &'static Model<B>,
+    chat: ChatSession<'static, B>,
     sampler: Sampler,
     options: GenerateOptions,
     turn: Option<Turn>,
 }
 
-impl WebChat {
+impl WebChat<CpuBackend> {
     /// Loads the model in `bytes` on the cpu backend, single-threaded.
+    pub fn load(bytes: ModelBytes, settings: ChatSettings) -> Result<WebChat, WebError> {
+        let backend = CpuBackend::new(1, KvCacheType::F16)?;
+        WebChat::with_backend(bytes, backend, settings)
+    }
+}
+
+impl<B: Backend + 'static> WebChat<B> {
+    /// Loads the model in `bytes` on `backend`.
     ///
     /// The model and its tokenizer live as long as the WebAssembly instance (a chat borrows
     /// them, and the page keeps one model per instance, starting a new Worker for another),
     /// so they are leaked rather than tied to the chat by a self-referential struct.
-    pub fn load(bytes: ModelBytes, settings: ChatSettings) -> Result<WebChat, WebError> {
+    pub fn with_backend(
+        bytes: ModelBytes,
+        backend: B,
+        settings: ChatSettings,
+    ) -> Result<WebChat<B>, WebError> {
         let file = Arc::new(bytes.into_gguf()?);
-        let backend = CpuBackend::new(1, KvCacheType::F16)?;
         let model = Model::from_file(file, backend)?;
         let tokenizer = Tokenizer::from_gguf(model.metadata())?;
         let template = chat_template(&model, None)?;
-        let model: &'static Model<CpuBackend> = Box::leak(Box::new(model));
+        let model: &'static Model<B> = Box::leak(Box::new(model));
         let tokenizer: &'static Tokenizer = Box::leak(Box::new(tokenizer));
         let n_ctx = model.hparams().n_ctx_train.clamp(2, MAX_CTX);
         let session = Session::new(model, tokenizer, n_ctx, BATCH)?;
@@ -87,6 +98,11 @@ impl WebChat {
             hparams.n_layer,
             self.chat.session().n_ctx()
         )
+    }
+
+    /// The backend the model runs on.
+    pub fn backend(&self) -> &B {
+        self.model.backend()
     }
 
     /// New sampling settings, from the next reply on.
@@ -158,8 +174,8 @@ impl WebChat {
     }
 }
 
-fn sampling(
-    model: &Model<CpuBackend>,
+fn sampling<B: Backend>(
+    model: &Model<B>,
     settings: ChatSettings,
 ) -> Result<(Sampler, GenerateOptions), WebError> {
     if !settings.temperature.is_finite() || settings.temperature < 0.0 {
