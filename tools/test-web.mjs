@@ -91,9 +91,13 @@ try {
     );
 
   // 1. The model by URL, the first prompt sent by autorun.
-  const query = new URLSearchParams({ model: "/models/smollm2-135m.gguf", temp: "0", n: String(N), seed: "1", prompt: PROMPTS[0], autorun: "1" });
+  // backend=cpu: this test holds the cpu build (WebAssembly SIMD) to native; test-webgpu.mjs
+  // tests the wgpu build.
+  const query = new URLSearchParams({ model: "/models/smollm2-135m.gguf", backend: "cpu", temp: "0", n: String(N), seed: "1", prompt: PROMPTS[0], autorun: "1" });
   await page.goto(`${base}/?${query}`);
   await idle(1);
+  const backend = await byId("backend").textContent();
+  check(backend.startsWith("cpu"), `the page runs on the cpu backend: ${backend}`);
   const history = [];
   for (const [i, prompt] of PROMPTS.entries()) {
     if (i > 0) {

@@ -2,7 +2,9 @@
 # The chat page end to end in headless Chromium (tools/test-web.mjs, playwright-core): builds
 # the WebAssembly module and the page (npm --prefix web ci && npm --prefix web run build) and
 # native plumb, then loads smollm2-135m in the page and holds its replies at temperature 0 to
-# native `plumb run --chat`'s, stops a reply, and checks the errors of bad files.
+# native `plumb run --chat`'s, stops a reply, and checks the errors of bad files; then
+# (tools/test-webgpu.mjs) loads it on the wgpu backend over Chromium's software WebGPU adapter
+# (SwiftShader) and holds one reply to native `plumb run --backend ref`'s.
 #
 # Needs: Debian's chromium (apt-get install --no-install-recommends chromium; Playwright's own
 # browser download is not used), node and npm, the wasm32-unknown-unknown Rust target, the
@@ -28,3 +30,5 @@ out="$target_dir/test-web"
 mkdir -p "$out"
 CHROMIUM="$CHROMIUM" PLUMB="$target_dir/release/plumb" MODEL="$model" DIST="$(pwd)/web/dist" \
     OUT="$out" node tools/test-web.mjs
+CHROMIUM="$CHROMIUM" PLUMB="$target_dir/release/plumb" MODEL="$model" DIST="$(pwd)/web/dist" \
+    node tools/test-webgpu.mjs
