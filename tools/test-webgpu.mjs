@@ -2,7 +2,9 @@
 // (SwiftShader, on Vulkan), driven by playwright-core (tools/test-web.sh builds and runs it):
 // smollm2-135m loaded with backend=wgpu, the page must say it runs on wgpu (a silent fallback
 // to the cpu build fails), and one reply at temperature 0 must equal native
-// `plumb run --backend ref --chat` text for text. SwiftShader's speed means nothing.
+// `plumb run --backend ref --chat` text for text. SwiftShader's speed means nothing. Then,
+// in Chromium without those flags (no adapter), backend=wgpu must show an error, and the
+// default must fall back to cpu and say why.
 //
 // The reference is the ref backend (plain f32), not native wgpu on lavapipe: the wgpu backend
 // holds to the reference's logits (KL ≤ 1e-6 on smollm2), and the page's WebGPU kernels are
@@ -86,6 +88,26 @@ try {
   check(consoleErrors.length === 0, "no console errors", consoleErrors.join("\n"));
 } finally {
   await browser.close();
+}
+
+// Without the flags this Chromium's WebGPU gives no adapter: backend=wgpu must say so in
+// `error`, and the default must fall back to cpu and say why.
+const plain = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
+try {
+  const page = await plain.newPage();
+  const byId = (id) => page.getByTestId(id);
+  const load = async (params) => {
+    await page.goto(`${base}/?${new URLSearchParams({ model: "/models/smollm2-135m.gguf", ...params })}`);
+    await page.waitForFunction(() => !["loading", "no model"].includes(document.querySelector('[data-testid="status"]').textContent) || !document.querySelector('[data-testid="error"]').hidden, null, { timeout: 60_000 });
+  };
+  await load({ backend: "wgpu" });
+  const error = (await byId("error").isVisible()) ? await byId("error").textContent() : "(no visible error)";
+  check(/^backend=wgpu: .*adapter/.test(error), `no adapter, backend=wgpu: ${error}`);
+  await load({});
+  const backend = await byId("backend").textContent();
+  check(/^cpu .*not wgpu: .*adapter/.test(backend), `no adapter, by default: ${backend}`);
+} finally {
+  await plain.close();
   server.close();
 }
 console.log(`test-webgpu: ${failures === 0 ? "passed" : `${failures} failed`} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
