@@ -7,9 +7,9 @@
 // default must fall back to cpu and say why.
 //
 // The reference is the ref backend (plain f32), not native wgpu on lavapipe: the wgpu backend
-// holds to the reference's logits (KL ≤ 1e-6 on smollm2), and the page's WebGPU kernels are
-// not lavapipe's (wgpu exposes no subgroups on WebGPU, so its matrix products reduce through
-// workgroup memory), so the reference is what both must agree with. On this prompt native
+// follows the reference's logits to within rounding (plumb verify), and the page's WebGPU
+// kernels are not lavapipe's (wgpu exposes no subgroups on WebGPU, so its matrix products
+// reduce through workgroup memory), so the reference is what both must agree with. On this prompt native
 // wgpu (lavapipe) and ref give the same text; the cpu backend, whose products quantize the
 // activations, does not.
 //
