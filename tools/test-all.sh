@@ -81,6 +81,9 @@ cargo clippy --target wasm32-unknown-unknown -p plumb-gguf -p plumb-ggml -p plum
     -p plumb-model -p plumb-backend-cpu -p plumb-engine -p plumb-web -- -D warnings
 echo "== cargo clippy for the browser's threaded module (nightly, std with atomics)"
 sh web/build-wasm.sh clippy
+# The page's wgpu build: the wgpu backend on WebGPU, and plumb-web on it.
+cargo clippy --target wasm32-unknown-unknown -p plumb-backend-wgpu -p plumb-web --features plumb-web/wgpu \
+    -- -D warnings
 echo "== the wgpu backend for Apple silicon (Metal), compiled only"
 cargo clippy --target aarch64-apple-darwin -p plumb-backend-wgpu -- -D warnings
 echo "== test models"

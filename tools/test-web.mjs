@@ -97,11 +97,15 @@ try {
   const threadsNote = () => page.locator(".threads").textContent();
 
   // 1. The model by URL on 1 thread, the first prompt sent by autorun.
+  // backend=cpu: this test holds the cpu builds (WebAssembly SIMD) to native; test-webgpu.mjs
+  // tests the wgpu build.
   const query = (threads) =>
-    new URLSearchParams({ model: "/models/smollm2-135m.gguf", temp: "0", n: String(N), seed: "1", threads, prompt: PROMPTS[0], autorun: "1" });
+    new URLSearchParams({ model: "/models/smollm2-135m.gguf", backend: "cpu", temp: "0", n: String(N), seed: "1", threads, prompt: PROMPTS[0], autorun: "1" });
   await page.goto(`${base}/?${query("1")}`);
   await idle(1);
   check(/^Runs on 1 thread\.$/.test(await threadsNote()), `1 thread: ${await threadsNote()}`);
+  const backend = await byId("backend").textContent();
+  check(backend.startsWith("cpu"), `the page runs on the cpu backend: ${backend}`);
   const history = [];
   for (const [i, prompt] of PROMPTS.entries()) {
     if (i > 0) {

@@ -4,7 +4,8 @@
 # native plumb, then loads smollm2-135m in the page and holds its replies at temperature 0 to
 # native `plumb run --chat`'s, on 1 thread, on 2 (the threaded build) and on a page that is not
 # cross-origin isolated (the single-threaded build), stops a reply, and checks the errors of
-# bad files.
+# bad files; then (tools/test-webgpu.mjs) loads it on the wgpu backend over Chromium's software
+# WebGPU adapter (SwiftShader) and holds one reply to native `plumb run --backend ref`'s.
 #
 # Needs: Debian's chromium (apt-get install --no-install-recommends chromium; Playwright's own
 # browser download is not used), node and npm, the wasm32-unknown-unknown Rust target, the
@@ -31,3 +32,5 @@ out="$target_dir/test-web"
 mkdir -p "$out"
 CHROMIUM="$CHROMIUM" PLUMB="$target_dir/release/plumb" MODEL="$model" DIST="$(pwd)/web/dist" \
     OUT="$out" node tools/test-web.mjs
+CHROMIUM="$CHROMIUM" PLUMB="$target_dir/release/plumb" MODEL="$model" DIST="$(pwd)/web/dist" \
+    node tools/test-webgpu.mjs

@@ -1,11 +1,14 @@
 #!/bin/sh
-# Builds crates/web for the browser twice and wraps each with wasm-bindgen for the page:
-# - src/wasm/: single-threaded, with stable Rust, for pages that are not cross-origin isolated;
-# - src/wasm-threads/: threads over shared memory (+atomics), for cross-origin isolated pages.
-#   std must be rebuilt with atomics, which only a nightly toolchain does (-Z build-std); the
-#   nightly is pinned here. The linker makes the memory shared and imported (each thread's
-#   instance imports the one memory), up to 4 GiB, and exports what wasm-bindgen needs to give
-#   each thread its own thread-local storage.
+# Builds crates/web for the browser three times and wraps each with wasm-bindgen for the page:
+# - src/wasm/plumb_web: the cpu backend, single-threaded, with stable Rust, for pages that are
+#   not cross-origin isolated;
+# - src/wasm-threads/: the cpu backend with threads over shared memory (+atomics), for
+#   cross-origin isolated pages. std must be rebuilt with atomics, which only a nightly
+#   toolchain does (-Z build-std); the nightly is pinned here. The linker makes the memory
+#   shared and imported (each thread's instance imports the one memory), up to 4 GiB, and
+#   exports what wasm-bindgen needs to give each thread its own thread-local storage;
+# - src/wasm/plumb_web_wgpu (--features wgpu): the wgpu backend over WebGPU, which waits for
+#   the GPU through JSPI; wasm-bindgen refuses JSPI with atomics, so it is single-threaded.
 # Needs: rustup target add wasm32-unknown-unknown; rustup toolchain install $NIGHTLY
 # --profile minimal --component rust-src; the wasm-bindgen CLI of the crate's wasm-bindgen
 # version (cargo install wasm-bindgen-cli --version 0.2.130).
@@ -36,9 +39,12 @@ if [ "${1:-}" = clippy ]; then
     exit
 fi
 
+# The two stable builds share one .wasm path: each is wrapped before the next overwrites it.
+wasm="$target_dir/wasm32-unknown-unknown/release/plumb_web.wasm"
 cargo build --release --target wasm32-unknown-unknown -p plumb-web
-wasm-bindgen --target web --out-dir src/wasm \
-    "$target_dir/wasm32-unknown-unknown/release/plumb_web.wasm"
+wasm-bindgen --target web --out-dir src/wasm "$wasm"
+cargo build --release --target wasm32-unknown-unknown -p plumb-web --features wgpu
+wasm-bindgen --target web --out-dir src/wasm --out-name plumb_web_wgpu "$wasm"
 
 RUSTFLAGS="$threaded_flags" \
     cargo "+$NIGHTLY" build --release --target wasm32-unknown-unknown -p plumb-web \

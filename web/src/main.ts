@@ -2,7 +2,7 @@
 // (worker.ts). The elements carry data-testid attributes that the Playwright test
 // (tools/test-web.mjs) drives; see the README's "In the browser".
 
-import type { FromWorker, Settings, ToWorker } from "./messages";
+import type { BackendChoice, FromWorker, Settings, ToWorker } from "./messages";
 import { readParams } from "./params";
 
 /** What the page says about threads once a model is loaded. */
@@ -35,6 +35,7 @@ const ui = {
   messages: document.querySelector<HTMLElement>(".messages")!,
   modelInfo: document.querySelector<HTMLElement>(".model-info")!,
   threads: document.querySelector<HTMLElement>(".threads")!,
+  backend: element<HTMLElement>("backend"),
   compose: document.querySelector<HTMLFormElement>(".compose")!,
   newChat: document.querySelector<HTMLButtonElement>(".new-chat")!,
 };
@@ -46,6 +47,7 @@ let reply: HTMLElement | null = null;
 let settings: Settings = { temperature: 0.8, seed: 0, maxTokens: 1024 };
 let pendingPrompt: string | null = null;
 let askedThreads = 1;
+let backendChoice: BackendChoice = "auto";
 
 function setState(next: State) {
   state = next;
@@ -84,7 +86,10 @@ function onWorker(event: MessageEvent<FromWorker>) {
     case "loaded":
       ui.progress.value = 1;
       ui.modelInfo.textContent = message.description;
-      ui.threads.textContent = threadsNote(message.threads, askedThreads, message.shared);
+      ui.backend.textContent = message.backend;
+      ui.threads.textContent = message.backend.startsWith("wgpu")
+        ? "Runs on the GPU through WebGPU, driven from one Worker."
+        : threadsNote(message.threads, askedThreads, message.shared);
       setState("ready");
       if (pendingPrompt !== null) {
         const text = pendingPrompt;
@@ -121,6 +126,7 @@ function load(source: File | string) {
   ui.messages.replaceChildren();
   ui.progress.value = 0;
   ui.modelInfo.textContent = "";
+  ui.backend.textContent = "–";
   ui.tokensPerSecond.textContent = "–";
   reply = null;
   setState("loading");
@@ -130,7 +136,7 @@ function load(source: File | string) {
     showError(`the Worker failed: ${event.message}`);
     setState("no model");
   };
-  tell({ type: "load", source, settings, threads: askedThreads });
+  tell({ type: "load", source, settings, threads: askedThreads, backend: backendChoice });
 }
 
 function send(text: string) {
@@ -177,6 +183,7 @@ try {
   const params = readParams(location.search);
   settings = params.settings;
   askedThreads = params.threads;
+  backendChoice = params.backend;
   if (!crossOriginIsolated) ui.threads.textContent = threadsNote(1, askedThreads, false);
   if (params.prompt !== null) {
     ui.prompt.value = params.prompt;

@@ -7,8 +7,14 @@ export interface Settings {
   maxTokens: number;
 }
 
+/**
+ * The backend a model runs on: wgpu (the page's WebGPU) or cpu (WebAssembly SIMD); auto is
+ * wgpu where WebGPU gives an adapter and JSPI exists, else cpu.
+ */
+export type BackendChoice = "auto" | "wgpu" | "cpu";
+
 export type ToWorker =
-  | { type: "load"; source: File | string; settings: Settings; threads: number }
+  | { type: "load"; source: File | string; settings: Settings; threads: number; backend: BackendChoice }
   | { type: "send"; text: string }
   | { type: "stop" }
   | { type: "reset" };
@@ -23,8 +29,11 @@ export interface ReplyStats {
 
 export type FromWorker =
   | { type: "progress"; received: number; total: number }
-  /** `threads`: what the model computes on; `shared`: whether memory could be shared. */
-  | { type: "loaded"; description: string; threads: number; shared: boolean }
+  /**
+   * `backend`: what the model runs on, and why where auto chose cpu; `threads`: what the cpu
+   * backend computes on (1 on wgpu); `shared`: whether memory could be shared.
+   */
+  | { type: "loaded"; description: string; backend: string; threads: number; shared: boolean }
   | { type: "token"; text: string }
   | { type: "done"; stats: ReplyStats }
   | { type: "error"; message: string };

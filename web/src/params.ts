@@ -1,7 +1,8 @@
 // The page's URL parameters: model=URL loads a model at start; temp, n, seed and threads set
-// sampling and threads; prompt=TEXT&autorun=1 sends that prompt once the model is loaded.
+// sampling and threads; prompt=TEXT&autorun=1 sends that prompt once the model is loaded;
+// backend=wgpu|cpu forces a backend (by default wgpu where WebGPU gives an adapter, else cpu).
 
-import type { Settings } from "./messages";
+import type { BackendChoice, Settings } from "./messages";
 
 export interface PageParams {
   model: string | null;
@@ -14,6 +15,7 @@ export interface PageParams {
   threads: number;
   prompt: string | null;
   autorun: boolean;
+  backend: BackendChoice;
 }
 
 function number(params: URLSearchParams, name: string, fallback: number): number {
@@ -37,11 +39,15 @@ export function readParams(search: string): PageParams {
   const threads = number(params, "threads", Math.min(4, navigator.hardwareConcurrency || 1));
   if (!Number.isInteger(threads) || threads < 1)
     throw new Error(`URL parameter threads=${threads} must be 1 or more`);
+  const backend = params.get("backend") ?? "auto";
+  if (backend !== "auto" && backend !== "wgpu" && backend !== "cpu")
+    throw new Error(`URL parameter backend=${backend} must be wgpu or cpu`);
   return {
     model: params.get("model"),
     settings: { temperature, seed, maxTokens },
     threads,
     prompt: params.get("prompt"),
     autorun: params.get("autorun") === "1",
+    backend,
   };
 }

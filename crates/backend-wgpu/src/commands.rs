@@ -12,6 +12,7 @@ use crate::gpu::Gpu;
 use crate::kernels::Kernel;
 use crate::params::Params;
 use crate::timings::Timings;
+use crate::wait::map_read;
 
 /// The command encoder of the work recorded since the last readback.
 pub(crate) struct Recorder {
@@ -164,17 +165,7 @@ impl Recorder {
             encoder.copy_buffer_to_buffer(source, 0, &staging, 0, size);
         });
         self.submit(gpu)?;
-        let (sender, receiver) = std::sync::mpsc::channel();
-        staging.map_async(wgpu::MapMode::Read, .., move |mapped| {
-            let _ = sender.send(mapped);
-        });
-        gpu.device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| format!("waiting for the device: {e}"))?;
-        receiver
-            .recv()
-            .map_err(|_| "the readback was dropped".to_owned())?
-            .map_err(|e| format!("reading back: {e}"))?;
+        map_read(&gpu.device, &staging)?;
         let data = staging
             .get_mapped_range(..)
             .map_err(|e| format!("reading back: {e}"))?[..bytes as usize]

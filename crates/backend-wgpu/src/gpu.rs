@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 use wgpu::util::DeviceExt;
 
 use crate::timings;
+use crate::wait::block_on;
 
 /// One wgpu device and its queue, with the limits it was opened with.
 pub(crate) struct Gpu {
@@ -24,6 +25,19 @@ pub(crate) struct Gpu {
     errors: Arc<Mutex<Option<String>>>,
 }
 
+/// The adapter `WGPU_ADAPTER_NAME` names, if it is set (never in the browser).
+#[cfg(not(target_arch = "wasm32"))]
+fn named_adapter(instance: &wgpu::Instance) -> Option<wgpu::Adapter> {
+    block_on(wgpu::util::initialize_adapter_from_env(instance, None))
+        .ok()?
+        .ok()
+}
+
+#[cfg(target_arch = "wasm32")]
+fn named_adapter(_instance: &wgpu::Instance) -> Option<wgpu::Adapter> {
+    None
+}
+
 /// Buffer usages of activations: computed into, read back, and copied.
 pub(crate) const TENSOR_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
     .union(wgpu::BufferUsages::COPY_SRC)
@@ -31,23 +45,23 @@ pub(crate) const TENSOR_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
 
 impl Gpu {
     /// Opens the best adapter wgpu finds (Vulkan or Metal; `WGPU_BACKEND`, `WGPU_ADAPTER_NAME`
-    /// and `WGPU_POWER_PREF` choose another, as everywhere in wgpu), with every limit the
-    /// adapter has: weights need the largest bindings it allows.
+    /// and `WGPU_POWER_PREF` choose another, as everywhere in wgpu; in the browser, the page's
+    /// WebGPU adapter), with every limit the adapter has: weights need the largest bindings it
+    /// allows.
     pub fn open() -> Result<Gpu, String> {
         let instance =
             wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
-        let adapter =
-            match pollster::block_on(wgpu::util::initialize_adapter_from_env(&instance, None)) {
-                Ok(named) => named,
-                Err(_) => pollster::block_on(
-                    instance.request_adapter(&wgpu::RequestAdapterOptions {
-                        power_preference: wgpu::PowerPreference::from_env()
-                            .unwrap_or(wgpu::PowerPreference::HighPerformance),
-                        ..Default::default()
-                    }),
-                )
-                .map_err(|e| format!("no GPU adapter: {e}"))?,
-            };
+        let adapter = match named_adapter(&instance) {
+            Some(named) => named,
+            None => block_on(
+                instance.request_adapter(&wgpu::RequestAdapterOptions {
+                    power_preference: wgpu::PowerPreference::from_env()
+                        .unwrap_or(wgpu::PowerPreference::HighPerformance),
+                    ..Default::default()
+                }),
+            )?
+            .map_err(|e| format!("no GPU adapter: {e}"))?,
+        };
         let limits = adapter.limits();
         let info = adapter.get_info();
         let max_subgroup = (adapter.features().contains(wgpu::Features::SUBGROUP)
@@ -69,12 +83,12 @@ impl Gpu {
                 );
             }
         }
-        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+        let (device, queue) = block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("plumb"),
             required_features,
             required_limits: limits.clone(),
             ..Default::default()
-        }))
+        }))?
         .map_err(|e| format!("cannot open {}: {e}", info.name))?;
         let errors = Arc::new(Mutex::new(None));
         let sink = Arc::clone(&errors);

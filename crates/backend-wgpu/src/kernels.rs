@@ -7,6 +7,7 @@ use std::sync::Mutex;
 
 use crate::gpu::Gpu;
 use crate::quant::Quant;
+use crate::wait::block_on;
 
 /// A kernel: one WGSL file with one entry point, `main`; those that read weights, for one
 /// weight type.
@@ -197,7 +198,7 @@ impl Kernels {
                 compilation_options: Default::default(),
                 cache: None,
             });
-        if let Some(error) = pollster::block_on(scope.pop()) {
+        if let Some(error) = block_on(scope.pop())? {
             return Err(format!("kernel {label} does not build: {error}"));
         }
         built.insert(kernel, pipeline.clone());

@@ -28,6 +28,7 @@ mod pass;
 mod quant;
 mod tensor;
 mod timings;
+mod wait;
 mod weights;
 
 use std::ops::Range;

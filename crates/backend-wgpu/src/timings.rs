@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use crate::gpu::Gpu;
 use crate::kernels::Kernel;
+use crate::wait::map_read;
 
 /// The variable that turns the timings on.
 pub(crate) const ENV: &str = "PLUMB_WGPU_TIMINGS";
@@ -133,18 +134,8 @@ impl Timings {
             return Ok(());
         }
         let bytes = timed.len() as u64 * 16;
-        let (sender, receiver) = std::sync::mpsc::channel();
-        self.readback
-            .map_async(wgpu::MapMode::Read, ..bytes, move |mapped| {
-                let _ = sender.send(mapped);
-            });
-        gpu.device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| format!("waiting for the timings: {e}"))?;
-        receiver
-            .recv()
-            .map_err(|_| "the timings' readback was dropped".to_owned())?
-            .map_err(|e| format!("reading the timings back: {e}"))?;
+        map_read(&gpu.device, &self.readback)
+            .map_err(|e| format!("the kernel timings: {e}"))?;
         self.wall += since.elapsed();
         {
             let view = self

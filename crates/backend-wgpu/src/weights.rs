@@ -10,6 +10,7 @@ use plumb_model::WeightTensor;
 
 use crate::gpu::Gpu;
 use crate::quant::Quant;
+use crate::wait::block_on;
 
 /// A weight as the wgpu backend holds it.
 pub struct GpuWeight {
@@ -113,7 +114,7 @@ fn upload_rows(
             }
         })
         .collect();
-    if let Some(error) = pollster::block_on(scope.pop()) {
+    if let Some(error) = block_on(scope.pop())? {
         return Err(error.to_string());
     }
     Ok(RowMatrix {

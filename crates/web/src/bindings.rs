@@ -1,12 +1,24 @@
 //! The JavaScript API (wasm-bindgen): thin wrappers over [`ModelBytes`] and [`WebChat`]. An
 //! error is thrown as a JavaScript `Error` whose message is the error's own text.
+//!
+//! One build, one backend: the cpu backend (WASM SIMD), or with the `wgpu` feature the wgpu
+//! backend on the page's WebGPU. In the wgpu build, `ModelLoader.load` and `Chat.step` wait
+//! for the GPU (the device, the uploads, each step's readback), so they are JSPI exports that
+//! return a promise (see plumb-backend-wgpu's `wait.rs`); the page awaits both in either build.
 
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use plumb_model::Backend;
 use wasm_bindgen::prelude::*;
 
 use crate::{ChatSettings, ModelBytes, Reply, WebChat, WebError};
+
+/// The backend this build runs models on.
+#[cfg(not(feature = "wgpu"))]
+type PageBackend = plumb_backend_cpu::CpuBackend;
+#[cfg(feature = "wgpu")]
+type PageBackend = plumb_backend_wgpu::WgpuBackend;
 
 /// Set once a model is loaded: an instance holds one model for its lifetime (see
 /// [`WebChat::load`]).
@@ -46,9 +58,13 @@ impl ModelLoader {
     pub fn received(&self) -> f64 {
         self.0.received() as f64
     }
+}
 
-    /// Reads the complete file and loads the model on `threads` threads (see
-    /// [`start_thread`]); see [`Chat::configure`] for the settings.
+#[cfg(not(feature = "wgpu"))]
+#[wasm_bindgen]
+impl ModelLoader {
+    /// Reads the complete file and loads the model on the cpu backend on `threads` threads
+    /// (see [`start_thread`]); see [`Chat::configure`] for the settings.
     pub fn load(
         self,
         temperature: f32,
@@ -57,15 +73,33 @@ impl ModelLoader {
         threads: u32,
     ) -> Result<Chat, JsError> {
         let settings = settings(temperature, seed, max_tokens);
-        let chat = WebChat::load(self.0, settings, threads as usize).map_err(thrown)?;
-        LOADED.store(true, Ordering::Relaxed);
-        Ok(Chat(chat))
+        loaded(WebChat::load(self.0, settings, threads as usize))
     }
+}
+
+#[cfg(feature = "wgpu")]
+#[wasm_bindgen]
+impl ModelLoader {
+    /// Reads the complete file, opens the page's WebGPU device and uploads the model's
+    /// weights to it: a promise of the chat. See [`Chat::configure`] for the settings.
+    #[wasm_bindgen(jspi)]
+    #[allow(deprecated)] // wasm-bindgen marks JSPI experimental.
+    pub fn load(self, temperature: f32, seed: u32, max_tokens: i32) -> Result<Chat, JsError> {
+        let settings = settings(temperature, seed, max_tokens);
+        let backend = PageBackend::new().map_err(|e| thrown(e.into()))?;
+        loaded(WebChat::with_backend(self.0, backend, settings))
+    }
+}
+
+fn loaded(chat: Result<WebChat<PageBackend>, WebError>) -> Result<Chat, JsError> {
+    let chat = chat.map_err(thrown)?;
+    LOADED.store(true, Ordering::Relaxed);
+    Ok(Chat(chat))
 }
 
 /// A chat with the loaded model.
 #[wasm_bindgen]
-pub struct Chat(WebChat);
+pub struct Chat(WebChat<PageBackend>);
 
 /// A finished reply.
 #[wasm_bindgen(getter_with_clone)]
@@ -84,6 +118,11 @@ impl Chat {
     /// The architecture, layers and context, for the page to show.
     pub fn describe(&self) -> String {
         self.0.describe()
+    }
+
+    /// The backend the model runs on, for the page to show: `cpu` or `wgpu`.
+    pub fn backend(&self) -> String {
+        self.0.backend().name().to_owned()
     }
 
     /// Sampling from the next reply on: `temperature` (0: greedy), `seed`, and at most
@@ -109,9 +148,47 @@ impl Chat {
         self.0.send(text).map_err(thrown)
     }
 
+    /// Asks the reply to stop; the next `step` ends it.
+    pub fn stop(&mut self) {
+        self.0.stop();
+    }
+
+    /// Whether a reply is being generated.
+    pub fn generating(&self) -> bool {
+        self.0.generating()
+    }
+}
+
+#[cfg(not(feature = "wgpu"))]
+#[wasm_bindgen]
+impl Chat {
+    /// The threads the model computes on.
+    pub fn threads(&self) -> u32 {
+        self.0.threads() as u32
+    }
+
     /// Runs one forward pass of the reply, calling `on_text(piece)` for each new piece of
     /// text; returns the finished reply at the end, else `undefined`.
-    pub fn step(&mut self, on_text: &js_sys::Function) -> Result<Option<ReplyInfo>, JsError> {
+    pub fn step(&mut self, on_text: js_sys::Function) -> Result<Option<ReplyInfo>, JsError> {
+        self.step_now(&on_text)
+    }
+}
+
+#[cfg(feature = "wgpu")]
+#[wasm_bindgen]
+impl Chat {
+    /// Runs one forward pass of the reply, calling `on_text(piece)` for each new piece of
+    /// text: a promise of the finished reply at the end, else of `undefined`. The Worker
+    /// calls nothing else on the chat until it settles.
+    #[wasm_bindgen(jspi)]
+    #[allow(deprecated)] // wasm-bindgen marks JSPI experimental.
+    pub fn step(&mut self, on_text: js_sys::Function) -> Result<Option<ReplyInfo>, JsError> {
+        self.step_now(&on_text)
+    }
+}
+
+impl Chat {
+    fn step_now(&mut self, on_text: &js_sys::Function) -> Result<Option<ReplyInfo>, JsError> {
         let mut failed = None;
         let reply = self
             .0
@@ -131,21 +208,6 @@ impl Chat {
             return Err(thrown(WebError::Callback(message)));
         }
         Ok(reply.map(ReplyInfo::from))
-    }
-
-    /// Asks the reply to stop; the next `step` ends it.
-    pub fn stop(&mut self) {
-        self.0.stop();
-    }
-
-    /// Whether a reply is being generated.
-    pub fn generating(&self) -> bool {
-        self.0.generating()
-    }
-
-    /// The threads the model computes on.
-    pub fn threads(&self) -> u32 {
-        self.0.threads() as u32
     }
 }
 

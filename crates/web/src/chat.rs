@@ -6,7 +6,7 @@ use std::sync::Arc;
 use plumb_backend_cpu::{CpuBackend, KvCacheType};
 use plumb_engine::sampling::{Sampler, SamplingConfig};
 use plumb_engine::{chat_template, ChatSession, GenerateOptions, Progress, Session, Turn};
-use plumb_model::Model;
+use plumb_model::{Backend, Model};
 use plumb_tokenizer::Tokenizer;
 
 use crate::{ModelBytes, WebError};
@@ -43,33 +43,49 @@ pub struct Reply {
     pub tokens_per_second: f64,
 }
 
-/// One model and a conversation with it.
-pub struct WebChat {
-    model: &'static Model<CpuBackend>,
-    chat: ChatSession<'static, CpuBackend>,
+/// One model and a conversation with it, on the cpu backend unless another is given.
+pub struct WebChat<B: Backend + 'static = CpuBackend> {
+    model: &'static Model<B>,
+    chat: ChatSession<'static, B>,
     sampler: Sampler,
     options: GenerateOptions,
     turn: Option<Turn>,
 }
 
-impl WebChat {
+impl WebChat<CpuBackend> {
     /// Loads the model in `bytes` on the cpu backend, on `threads` threads (fewer where they
     /// cannot start: [`WebChat::threads`] says how many).
-    ///
-    /// The model and its tokenizer live as long as the WebAssembly instance (a chat borrows
-    /// them, and the page keeps one model per instance, starting a new Worker for another),
-    /// so they are leaked rather than tied to the chat by a self-referential struct.
     pub fn load(
         bytes: ModelBytes,
         settings: ChatSettings,
         threads: usize,
     ) -> Result<WebChat, WebError> {
-        let file = Arc::new(bytes.into_gguf()?);
         let backend = CpuBackend::new(threads, KvCacheType::F16)?;
+        WebChat::with_backend(bytes, backend, settings)
+    }
+
+    /// The threads the model computes on.
+    pub fn threads(&self) -> usize {
+        self.model.backend().n_threads()
+    }
+}
+
+impl<B: Backend + 'static> WebChat<B> {
+    /// Loads the model in `bytes` on `backend`.
+    ///
+    /// The model and its tokenizer live as long as the WebAssembly instance (a chat borrows
+    /// them, and the page keeps one model per instance, starting a new Worker for another),
+    /// so they are leaked rather than tied to the chat by a self-referential struct.
+    pub fn with_backend(
+        bytes: ModelBytes,
+        backend: B,
+        settings: ChatSettings,
+    ) -> Result<WebChat<B>, WebError> {
+        let file = Arc::new(bytes.into_gguf()?);
         let model = Model::from_file(file, backend)?;
         let tokenizer = Tokenizer::from_gguf(model.metadata())?;
         let template = chat_template(&model, None)?;
-        let model: &'static Model<CpuBackend> = Box::leak(Box::new(model));
+        let model: &'static Model<B> = Box::leak(Box::new(model));
         let tokenizer: &'static Tokenizer = Box::leak(Box::new(tokenizer));
         let n_ctx = model.hparams().n_ctx_train.clamp(2, MAX_CTX);
         let session = Session::new(model, tokenizer, n_ctx, BATCH)?;
@@ -94,9 +110,9 @@ impl WebChat {
         )
     }
 
-    /// The threads the model computes on.
-    pub fn threads(&self) -> usize {
-        self.model.backend().n_threads()
+    /// The backend the model runs on.
+    pub fn backend(&self) -> &B {
+        self.model.backend()
     }
 
     /// New sampling settings, from the next reply on.
@@ -168,8 +184,8 @@ impl WebChat {
     }
 }
 
-fn sampling(
-    model: &Model<CpuBackend>,
+fn sampling<B: Backend>(
+    model: &Model<B>,
     settings: ChatSettings,
 ) -> Result<(Sampler, GenerateOptions), WebError> {
     if !settings.temperature.is_finite() || settings.temperature < 0.0 {
