@@ -12,7 +12,7 @@ use crate::error::{error, failed};
 
 /// A value is an outlier when its magnitude exceeds this multiple of its row's mean magnitude:
 /// the cpu backend's `OUTLIER_FACTOR`, so that both backends split the same values off.
-pub(crate) const OUTLIER_FACTOR: f32 = 128.0;
+const OUTLIER_FACTOR: f32 = 128.0;
 
 /// Threads per block of `quantize_q8`, and the values each block quantizes
 /// (`QUANTIZE_THREADS`, `QUANTIZE_VALUES` in matvec_q8.cu).
@@ -31,8 +31,6 @@ pub(crate) struct QuantizedRows {
     pub outliers: CudaSlice<u32>,
     /// The most outliers a row can have.
     pub cap: i32,
-    /// The values a row holds (the width of the rows they quantize).
-    pub k: usize,
 }
 
 impl QuantizedRows {
@@ -41,24 +39,6 @@ impl QuantizedRows {
     /// magnitude sum, which they are part of.
     fn cap(k: usize) -> usize {
         k / OUTLIER_FACTOR as usize + 1
-    }
-
-    /// Buffers for n rows of k values (k a multiple of 32), for a kernel to fill.
-    pub fn new(stream: &Arc<CudaStream>, n: usize, k: usize) -> Result<QuantizedRows> {
-        const OP: &str = "matmul";
-        let cap = Self::cap(k);
-        let (qs_len, ds_len, outliers_len) = (n * k, 2 * n * (k / 32), n * (1 + 2 * cap));
-        Ok(QuantizedRows {
-            stream: Arc::clone(stream),
-            // SAFETY: the kernel that fills them writes every element that the products read.
-            qs: unsafe { stream.alloc::<i8>(qs_len.max(1)) }.map_err(failed(OP))?,
-            // SAFETY: as above.
-            ds: unsafe { stream.alloc::<f32>(ds_len.max(1)) }.map_err(failed(OP))?,
-            // SAFETY: as above.
-            outliers: unsafe { stream.alloc::<u32>(outliers_len.max(1)) }.map_err(failed(OP))?,
-            cap: cap as i32,
-            k,
-        })
     }
 
     /// Quantizes the n rows of k values of x (k a multiple of 32) into `slot`'s buffers,
@@ -79,18 +59,28 @@ impl QuantizedRows {
             ));
         }
         let cap = Self::cap(k);
+        let (qs_len, ds_len, outliers_len) = (n * k, 2 * n * (k / 32), n * (1 + 2 * cap));
         let fits = slot.as_ref().is_some_and(|q| {
             Arc::ptr_eq(&q.stream, stream)
-                && q.qs.len() >= n * k
-                && q.ds.len() >= 2 * n * (k / 32)
-                && q.outliers.len() >= n * (1 + 2 * cap)
+                && q.qs.len() >= qs_len
+                && q.ds.len() >= ds_len
+                && q.outliers.len() >= outliers_len
         });
         if !fits {
             *slot = None;
-            *slot = Some(QuantizedRows::new(stream, n, k)?);
+            *slot = Some(QuantizedRows {
+                stream: Arc::clone(stream),
+                // SAFETY: quantize_q8 writes every element that the products read.
+                qs: unsafe { stream.alloc::<i8>(qs_len) }.map_err(failed(OP))?,
+                // SAFETY: as above.
+                ds: unsafe { stream.alloc::<f32>(ds_len) }.map_err(failed(OP))?,
+                // SAFETY: as above.
+                outliers: unsafe { stream.alloc::<u32>(outliers_len) }.map_err(failed(OP))?,
+                cap: cap as i32,
+            });
         }
         let q = slot.as_mut().expect("allocated above");
-        (q.cap, q.k) = (cap as i32, k);
+        q.cap = cap as i32;
         let (ki, factor) = (k as i32, OUTLIER_FACTOR);
         let mut launch = stream.launch_builder(quantize_q8);
         launch

@@ -109,8 +109,8 @@ impl Attention<'_> {
         };
         let mut launch = self.stream.launch_builder(&self.kernels.rope_store_kv);
         launch
-            .arg(q.data_mut())
-            .arg(k.data_mut())
+            .arg(&mut q.data)
+            .arg(&mut k.data)
             .arg(&v.data)
             .arg(positions)
             .arg(inv_freq)

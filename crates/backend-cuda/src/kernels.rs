@@ -9,20 +9,12 @@ use crate::error::failed;
 use crate::nvrtc::load_module;
 
 const F16: &str = include_str!("kernels/f16.cuh");
-/// The 8-bit activation quantizer's steps, which the norms run on the rows they write.
-const QUANTIZE_Q8: &str = concat!(
-    "typedef unsigned int u32;\n",
-    include_str!("kernels/quantize_q8.cuh")
-);
 
 /// Each kernel source file, by the name its module and cache entries get.
 pub(crate) fn sources() -> [(&'static str, String); 7] {
     [
         ("elementwise", include_str!("kernels/elementwise.cu").into()),
-        (
-            "rms_norm",
-            format!("{QUANTIZE_Q8}{}", include_str!("kernels/rms_norm.cu")),
-        ),
+        ("rms_norm", include_str!("kernels/rms_norm.cu").into()),
         ("rope", include_str!("kernels/rope.cu").into()),
         ("kv", format!("{F16}{}", include_str!("kernels/kv.cu"))),
         (
@@ -31,7 +23,7 @@ pub(crate) fn sources() -> [(&'static str, String); 7] {
         ),
         (
             "fused",
-            format!("{F16}{QUANTIZE_Q8}{}", include_str!("kernels/fused.cu")),
+            format!("{F16}{}", include_str!("kernels/fused.cu")),
         ),
         ("top_k", include_str!("kernels/top_k.cu").into()),
     ]

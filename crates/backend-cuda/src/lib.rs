@@ -157,13 +157,8 @@ impl CudaBackend {
                 .copied()
                 .zip(outs.iter_mut().map(|o| &mut o.data))
                 .collect();
-            self.matmul.run(
-                &self.stream,
-                &x.data,
-                x.q8.as_ref(),
-                x.n_tokens(),
-                &mut products,
-            )?;
+            self.matmul
+                .run(&self.stream, &x.data, x.n_tokens(), &mut products)?;
         }
         outs.try_into()
             .map_err(|_| error(OP, "one output per weight"))

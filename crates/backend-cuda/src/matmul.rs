@@ -43,7 +43,7 @@ pub(crate) const WEIGHT_PADDING: usize = 16;
 const MATVEC_MAX_ROWS: usize = 8;
 /// Up to this many rows take the 8-bit kernels, in groups of `MATVEC_MAX_ROWS`; more take
 /// cuBLAS. 7B Q4_K_M, tokens/s of 16 / 32 sequences: 1,293 / 1,533 here, 956 / 1,726 with cuBLAS.
-pub(crate) const MATVEC_Q8_MAX_ROWS: usize = 16;
+const MATVEC_Q8_MAX_ROWS: usize = 16;
 /// Warps per block and weight rows per warp of the matrix-vector kernels (`WARPS`, `ROWS` in
 /// matmul.cu).
 const MATVEC_WARPS: usize = 4;
@@ -63,9 +63,8 @@ pub(crate) fn sources() -> [(&'static str, String); 2] {
         (
             "matmul",
             format!(
-                "{F16_HELPERS}{BLOCKS}{}{}{}",
+                "{F16_HELPERS}{BLOCKS}{}{}",
                 include_str!("kernels/matmul.cu"),
-                include_str!("kernels/quantize_q8.cuh"),
                 include_str!("kernels/matvec_q8.cu")
             ),
         ),
@@ -291,13 +290,11 @@ impl Matmul {
 
     /// y[n × m] = x[n × k] · Wᵀ for each (W, y) of `products`, row-major f32 on the device.
     /// Weights that multiply the same activations (Q, K and V; gate and up) go together, so
-    /// that x is quantized to 8 bits once for all of them; `xq`, where given, holds x so
-    /// quantized already.
+    /// that x is quantized to 8 bits once for all of them.
     pub fn run(
         &self,
         stream: &Arc<CudaStream>,
         x: &CudaSlice<f32>,
-        xq: Option<&QuantizedRows>,
         n: usize,
         products: &mut [(&DeviceWeight, &mut CudaSlice<f32>)],
     ) -> Result<()> {
@@ -333,24 +330,11 @@ impl Matmul {
                 .as_ref()
                 .filter(|_| n <= MATVEC_Q8_MAX_ROWS)
             {
-                // x's own 8-bit rows where the kernel that wrote x made them.
-                let q = match xq.filter(|q| q.k == w.k) {
-                    Some(q) => q,
-                    None => {
-                        if quantized_k != Some(w.k) {
-                            QuantizedRows::quantize(
-                                &mut quantized,
-                                &self.quantize_q8,
-                                stream,
-                                x,
-                                n,
-                                w.k,
-                            )?;
-                            quantized_k = Some(w.k);
-                        }
-                        quantized.as_ref().expect("quantized above")
-                    }
-                };
+                if quantized_k != Some(w.k) {
+                    QuantizedRows::quantize(&mut quantized, &self.quantize_q8, stream, x, n, w.k)?;
+                    quantized_k = Some(w.k);
+                }
+                let q = quantized.as_ref().expect("quantized above");
                 matvec_q8_launches(stream, matvec_q8, w, row_bytes, q, n, y)?;
                 continue;
             }

@@ -5,10 +5,8 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, LaunchConfig, PushKernelArg};
 use plumb_model::{Activation, Activations, Result, Rope, RopeStyle};
 
-use crate::activations_q8::{QuantizedRows, OUTLIER_FACTOR};
 use crate::error::failed;
 use crate::kernels::{grid_stride, Kernels};
-use crate::matmul::MATVEC_Q8_MAX_ROWS;
 use crate::tensor::CudaTensor;
 
 pub(crate) struct Ops<'a> {
@@ -33,34 +31,22 @@ impl Ops<'_> {
             return Ok(out);
         }
         let mut out = out;
-        let mut q8 = self.q8_rows(x, group)?;
         let threads = norm_threads(group);
         let cfg = LaunchConfig {
             grid_dim: (n_groups as u32, 1, 1),
             block_dim: (threads, 1, 1),
             shared_mem_bytes: 0,
         };
-        let (group, factor, null, zero) = (group as u32, OUTLIER_FACTOR, 0u64, 0i32);
+        let group = group as u32;
         let mut launch = self.stream.launch_builder(&self.kernels.rms_norm);
         launch
             .arg(&x.data)
             .arg(weight)
             .arg(&mut out.data)
             .arg(&group)
-            .arg(&eps)
-            .arg(&factor);
-        match &mut q8 {
-            Some(q) => launch
-                .arg(&mut q.qs)
-                .arg(&mut q.ds)
-                .arg(&mut q.outliers)
-                .arg(&q.cap),
-            None => launch.arg(&null).arg(&null).arg(&null).arg(&zero),
-        };
-        // SAFETY: x and out hold n_groups × group values, weight holds group; q8, where
-        // given, holds n_groups rows of group values (one group a row).
+            .arg(&eps);
+        // SAFETY: x and out hold n_groups × group values, weight holds group.
         unsafe { launch.launch(cfg) }.map_err(failed(OP))?;
-        out.q8 = q8;
         Ok(out)
     }
 
@@ -81,7 +67,7 @@ impl Ops<'_> {
         let (n, width) = (x.len() as u64, x.width() as u32);
         if n > 0 {
             let mut launch = self.stream.launch_builder(&self.kernels.add_bias);
-            launch.arg(x.data_mut()).arg(bias).arg(&width).arg(&n);
+            launch.arg(&mut x.data).arg(bias).arg(&width).arg(&n);
             // SAFETY: x holds n values in rows of width, bias holds width.
             unsafe { launch.launch(grid_stride(n as usize)) }.map_err(failed("add_bias"))?;
         }
@@ -92,7 +78,7 @@ impl Ops<'_> {
         let n = x.len() as u64;
         if n > 0 {
             let mut launch = self.stream.launch_builder(&self.kernels.scale);
-            launch.arg(x.data_mut()).arg(&factor).arg(&n);
+            launch.arg(&mut x.data).arg(&factor).arg(&n);
             // SAFETY: x holds n values.
             unsafe { launch.launch(grid_stride(n as usize)) }.map_err(failed("scale"))?;
         }
@@ -143,7 +129,7 @@ impl Ops<'_> {
         let neox = i32::from(rope.style == RopeStyle::Neox);
         let mut launch = self.stream.launch_builder(&self.kernels.rope);
         launch
-            .arg(x.data_mut())
+            .arg(&mut x.data)
             .arg(positions)
             .arg(inv_freq)
             .arg(&n_tokens)
@@ -195,13 +181,12 @@ impl Ops<'_> {
         let group = weight.len();
         let n_groups = a.len() / group;
         if n_groups > 0 {
-            let mut q8 = self.q8_rows(a, group)?;
             let cfg = LaunchConfig {
                 grid_dim: (n_groups as u32, 1, 1),
                 block_dim: (norm_threads(group), 1, 1),
                 shared_mem_bytes: 0,
             };
-            let (group, factor, null, zero) = (group as u32, OUTLIER_FACTOR, 0u64, 0i32);
+            let group = group as u32;
             let mut launch = self.stream.launch_builder(&self.kernels.add_rms_norm);
             launch
                 .arg(&a.data)
@@ -210,20 +195,9 @@ impl Ops<'_> {
                 .arg(&mut sum.data)
                 .arg(&mut out.data)
                 .arg(&group)
-                .arg(&eps)
-                .arg(&factor);
-            match &mut q8 {
-                Some(q) => launch
-                    .arg(&mut q.qs)
-                    .arg(&mut q.ds)
-                    .arg(&mut q.outliers)
-                    .arg(&q.cap),
-                None => launch.arg(&null).arg(&null).arg(&null).arg(&zero),
-            };
-            // SAFETY: a, b, sum and out hold n_groups × group values, weight holds group;
-            // q8, where given, holds n_groups rows of group values (one group a row).
+                .arg(&eps);
+            // SAFETY: a, b, sum and out hold n_groups × group values, weight holds group.
             unsafe { launch.launch(cfg) }.map_err(failed(OP))?;
-            out.q8 = q8;
         }
         Ok((sum, out))
     }
@@ -317,19 +291,6 @@ const TOP_K_THREADS: u32 = 1024;
 /// add_rms_norm, which must sum in the same order): as many as there are values, up to 1024.
 /// A decoded token's row is one group, so one block does all of it, and its loads are in
 /// flight together only if the block is wide: 256 threads spent 15 µs on a 4096-wide row.
-impl Ops<'_> {
-    /// Buffers for a norm of x in groups of `group` to quantize its rows to 8 bits into, for
-    /// the products that read them: where x's rows are few enough for the 8-bit kernels
-    /// (decoding) and each is one group of whole blocks of 32.
-    fn q8_rows(&self, x: &CudaTensor, group: usize) -> Result<Option<QuantizedRows>> {
-        let n = x.n_tokens();
-        if n == 0 || n > MATVEC_Q8_MAX_ROWS || group != x.width() || !group.is_multiple_of(32) {
-            return Ok(None);
-        }
-        QuantizedRows::new(self.stream, n, group).map(Some)
-    }
-}
-
 fn norm_threads(group: usize) -> u32 {
     group.next_multiple_of(32).min(1024) as u32
 }

@@ -4,7 +4,6 @@ use cudarc::driver::{CudaSlice, CudaStream};
 use plumb_model::{Activations, Result};
 use std::sync::Arc;
 
-use crate::activations_q8::QuantizedRows;
 use crate::error::failed;
 
 /// Row-major f32 activations in device memory: `n_tokens` rows of `width` values.
@@ -14,9 +13,6 @@ pub struct CudaTensor {
     /// At least `n_tokens × width` values (one for an empty tensor: the driver allocates no
     /// zero-sized buffers).
     pub(crate) data: CudaSlice<f32>,
-    /// The rows quantized to 8 bits by the kernel that wrote them (a norm's output, for the
-    /// products that read it), so that the products need not quantize them again.
-    pub(crate) q8: Option<QuantizedRows>,
 }
 
 impl CudaTensor {
@@ -33,7 +29,6 @@ impl CudaTensor {
             n_tokens,
             width,
             data,
-            q8: None,
         })
     }
 
@@ -43,15 +38,7 @@ impl CudaTensor {
             n_tokens,
             width,
             data,
-            q8: None,
         }
-    }
-
-    /// The values, for an op that changes them in place: their 8-bit rows, if any, are
-    /// dropped, since they would no longer match.
-    pub(crate) fn data_mut(&mut self) -> &mut CudaSlice<f32> {
-        self.q8 = None;
-        &mut self.data
     }
 
     /// The device buffer.

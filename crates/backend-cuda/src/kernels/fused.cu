@@ -8,13 +8,10 @@ __device__ __forceinline__ float warp_sum(float v) {
 }
 
 // sum = a + b, and out = RMSNorm(sum) in groups of `group` (rms_norm.cu's arithmetic): one
-// block per group; with qs set, out quantized to 8 bits as rms_norm.cu does.
+// block per group.
 extern "C" __global__ void add_rms_norm(const float* a, const float* b, const float* weight,
-                                        float* sum, float* out, unsigned int group, float eps,
-                                        float factor, signed char* qs, float2* ds, u32* outliers,
-                                        int cap) {
-    __shared__ float warp_sums[64];
-    __shared__ u32 count;
+                                        float* sum, float* out, unsigned int group, float eps) {
+    __shared__ float warp_sums[32];
     const unsigned long long base = (unsigned long long)blockIdx.x * group;
     float ss = 0.0f;
     for (unsigned int i = threadIdx.x; i < group; i += blockDim.x) {
@@ -36,11 +33,6 @@ extern "C" __global__ void add_rms_norm(const float* a, const float* b, const fl
     // Each thread reads back only the sums it wrote.
     for (unsigned int i = threadIdx.x; i < group; i += blockDim.x)
         out[base + i] = sum[base + i] * inv * weight[i];
-    if (qs != nullptr) {
-        __syncthreads();
-        q8_row(out + base, group, factor, qs + base, ds + base / 32,
-               outliers + (unsigned long long)blockIdx.x * (1 + 2 * cap), cap, warp_sums, &count);
-    }
 }
 
 // Rotates one pair of a head in place (rope.cu's arithmetic).

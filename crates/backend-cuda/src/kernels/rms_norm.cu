@@ -6,13 +6,9 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
-// With qs set (one group per row, of a multiple of 32 values), each block then quantizes its
-// row of out to 8 bits as quantize_q8 does (quantize_q8.cuh), for the products that read it.
 extern "C" __global__ void rms_norm(const float* x, const float* weight, float* out,
-                                    unsigned int group, float eps, float factor,
-                                    signed char* qs, float2* ds, u32* outliers, int cap) {
-    __shared__ float warp_sums[64];
-    __shared__ u32 count;
+                                    unsigned int group, float eps) {
+    __shared__ float warp_sums[32];
     const unsigned long long base = (unsigned long long)blockIdx.x * group;
     const float* xg = x + base;
     float sum = 0.0f;
@@ -30,10 +26,4 @@ extern "C" __global__ void rms_norm(const float* x, const float* weight, float* 
     const float inv = rsqrtf(warp_sums[0] / group + eps);
     for (unsigned int i = threadIdx.x; i < group; i += blockDim.x)
         out[base + i] = xg[i] * inv * weight[i];
-    if (qs != nullptr) {
-        // Every value of the row is written before any thread reads it back.
-        __syncthreads();
-        q8_row(out + base, group, factor, qs + base, ds + base / 32,
-               outliers + (unsigned long long)blockIdx.x * (1 + 2 * cap), cap, warp_sums, &count);
-    }
 }
