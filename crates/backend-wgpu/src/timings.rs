@@ -134,8 +134,7 @@ impl Timings {
             return Ok(());
         }
         let bytes = timed.len() as u64 * 16;
-        map_read(&gpu.device, &self.readback)
-            .map_err(|e| format!("the kernel timings: {e}"))?;
+        map_read(&gpu.device, &self.readback).map_err(|e| format!("the kernel timings: {e}"))?;
         self.wall += since.elapsed();
         {
             let view = self
