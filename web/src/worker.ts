@@ -66,23 +66,44 @@ async function startModule(
   return { ModelLoader: glue.ModelLoader as unknown as LoaderClass, startThreads: (n) => startThreads(n, module, memory) };
 }
 
+/** How long a thread's Worker may take to instantiate the module and report ready. */
+const THREAD_START_SECONDS = 30;
+
 /**
  * Starts `n` Workers that become threads of the threaded build, each an instance over this
  * one's `module` and shared `memory`, and waits until every one is ready for work.
  */
 async function startThreads(n: number, module: WebAssembly.Module, memory: WebAssembly.Memory) {
+  const threads: Worker[] = [];
   const started = [];
   for (let i = 0; i < n; i++) {
     const thread = new Worker(new URL("./thread.ts", import.meta.url), { type: "module" });
+    threads.push(thread);
     started.push(
       new Promise<void>((resolve, reject) => {
-        thread.onmessage = () => resolve();
-        thread.onerror = (event) => reject(new Error(`a thread's Worker failed: ${event.message}`));
+        // A thread that never says it is ready would leave the load waiting forever.
+        const timer = setTimeout(
+          () => reject(new Error(`a thread's Worker did not start within ${THREAD_START_SECONDS} s; try threads=1`)),
+          THREAD_START_SECONDS * 1000,
+        );
+        thread.onmessage = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+        thread.onerror = (event) => {
+          clearTimeout(timer);
+          reject(new Error(`a thread's Worker failed: ${event.message}`));
+        };
       }),
     );
     thread.postMessage({ module, memory });
   }
-  await Promise.all(started);
+  try {
+    await Promise.all(started);
+  } catch (err) {
+    for (const thread of threads) thread.terminate();
+    throw err;
+  }
 }
 
 interface GpuAdapter {
