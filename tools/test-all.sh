@@ -6,19 +6,15 @@
 #   the NEON kernels under qemu user emulation, the core crates' tests in WebAssembly
 #   under node (tools/test-wasm.sh), and the chat page in headless Chromium (tools/test-web.sh).
 #
-# Needs, besides the Rust toolchain (with clippy and rustfmt), python3 with pip, node and npm:
-#   rustup target add aarch64-unknown-linux-gnu aarch64-apple-darwin wasm32-unknown-unknown wasm32-wasip1
-#   apt-get install qemu-user gcc-aarch64-linux-gnu
-#   apt-get install --no-install-recommends chromium
-#   cargo install wasm-bindgen-cli --version 0.2.130   (crates/web's wasm-bindgen version)
-#   rustup toolchain install nightly-2026-05-20 --profile minimal --component rust-src,clippy
-#     (the page's threaded build: NIGHTLY in web/build-wasm.sh, which checks for it)
-# A missing one is an error before anything runs, not a skip. The wgpu backend's tests run on
-# the Vulkan driver that VK_DRIVER_FILES names; unset, on Mesa's lavapipe where it is installed
-# (apt-get install mesa-vulkan-drivers libvulkan1: the same adapter on every machine, GPU or
-# not), else on whatever the loader finds; with no adapter they skip loudly.
+# Needs the Rust toolchain (rustup) and python3; everything else it needs (rustup targets and
+# components, the pinned nightly, the wasm-bindgen CLI, qemu-user and the aarch64 cross gcc,
+# node and npm, chromium, Mesa's lavapipe) tools/install-test-deps.sh installs first where it
+# is missing (Debian packages with root or sudo). The wgpu backend's tests run on the Vulkan
+# driver that VK_DRIVER_FILES names; unset, on Mesa's lavapipe (the same adapter on every
+# machine, GPU or not); with no adapter they skip loudly.
 set -eu
 cd "$(dirname "$0")/.."
+tools/install-test-deps.sh
 
 if [ -z "${VK_DRIVER_FILES:-}" ]; then
     for icd in /usr/share/vulkan/icd.d/lvp_icd.*.json; do
@@ -33,42 +29,6 @@ fi
 if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
     XDG_RUNTIME_DIR="$(mktemp -d)"
     export XDG_RUNTIME_DIR
-fi
-
-# The wgpu backend's Metal path is compiled for Apple silicon, though nothing here runs it.
-rustup target list --installed 2>/dev/null | grep -qx aarch64-apple-darwin || {
-    echo "test-all: the Metal build check needs the aarch64-apple-darwin Rust target" \
-        "(rustup target add aarch64-apple-darwin)" >&2
-    exit 1
-}
-
-if [ "$(uname -m)" = x86_64 ]; then
-    missing=""
-    command -v qemu-aarch64 >/dev/null || missing="$missing qemu-aarch64 (apt-get install qemu-user)"
-    command -v aarch64-linux-gnu-gcc >/dev/null ||
-        missing="$missing aarch64-linux-gnu-gcc (apt-get install gcc-aarch64-linux-gnu)"
-    rustup target list --installed 2>/dev/null | grep -qx aarch64-unknown-linux-gnu ||
-        missing="$missing the aarch64 Rust target (rustup target add aarch64-unknown-linux-gnu)"
-    if [ -n "$missing" ]; then
-        echo "test-all: the NEON tests under qemu need:$missing" >&2
-        exit 1
-    fi
-fi
-missing=""
-command -v node >/dev/null || missing="$missing node"
-command -v npm >/dev/null || missing="$missing npm"
-command -v chromium >/dev/null || command -v chromium-headless-shell >/dev/null ||
-    missing="$missing chromium (apt-get install --no-install-recommends chromium)"
-wasm_bindgen=$(sed -n 's/^wasm-bindgen = "=\(.*\)"/\1/p' crates/web/Cargo.toml)
-wasm-bindgen --version 2>/dev/null | grep -qx "wasm-bindgen $wasm_bindgen" ||
-    missing="$missing wasm-bindgen $wasm_bindgen (cargo install wasm-bindgen-cli --version $wasm_bindgen)"
-for target in wasm32-unknown-unknown wasm32-wasip1; do
-    rustup target list --installed 2>/dev/null | grep -qx $target ||
-        missing="$missing the $target Rust target (rustup target add $target)"
-done
-if [ -n "$missing" ]; then
-    echo "test-all: the WebAssembly steps need:$missing" >&2
-    exit 1
 fi
 
 echo "== cargo fmt --check"
