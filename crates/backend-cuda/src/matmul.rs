@@ -290,7 +290,8 @@ impl Matmul {
 
     /// y[n × m] = x[n × k] · Wᵀ for each (W, y) of `products`, row-major f32 on the device.
     /// Weights that multiply the same activations (Q, K and V; gate and up) go together, so
-    /// that x is quantized to 8 bits once for all of them.
+    /// that x is quantized to 8 bits once for all of them, and consecutive ones of one type
+    /// share one launch of the 8-bit kernels.
     pub fn run(
         &self,
         stream: &Arc<CudaStream>,
@@ -299,17 +300,9 @@ impl Matmul {
         products: &mut [(&DeviceWeight, &mut CudaSlice<f32>)],
     ) -> Result<()> {
         const OP: &str = "matmul";
-        let mut quantized = self
-            .quantized
-            .lock()
-            .map_err(|_| error(OP, "a previous product panicked"))?;
-        // The k for which `quantized` holds x, once quantized here; likewise the GEMM path's
-        // f16 copy of x.
-        let mut quantized_k = None;
-        let mut x16_k = None;
-        for (w, y) in products.iter_mut() {
-            let kernels = self.kernels(OP, w.ty)?;
-            let row_bytes = check_weight(OP, w)?;
+        for (w, y) in products.iter() {
+            self.kernels(OP, w.ty)?;
+            check_weight(OP, w)?;
             if x.len() < n * w.k || y.len() < n * w.m {
                 return Err(error(
                     OP,
@@ -322,9 +315,23 @@ impl Matmul {
                     ),
                 ));
             }
-            if n == 0 {
-                continue;
-            }
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let mut quantized = self
+            .quantized
+            .lock()
+            .map_err(|_| error(OP, "a previous product panicked"))?;
+        // The k for which `quantized` holds x, once quantized here; likewise the GEMM path's
+        // f16 copy of x.
+        let mut quantized_k = None;
+        let mut x16_k = None;
+        let mut i = 0;
+        while i < products.len() {
+            let w = products[i].0;
+            let kernels = self.kernels(OP, w.ty)?;
+            let row_bytes = check_weight(OP, w)?;
             if let Some(matvec_q8) = kernels
                 .matvec_q8
                 .as_ref()
@@ -335,9 +342,18 @@ impl Matmul {
                     quantized_k = Some(w.k);
                 }
                 let q = quantized.as_ref().expect("quantized above");
-                matvec_q8_launches(stream, matvec_q8, w, row_bytes, q, n, y)?;
+                let len = products[i..]
+                    .iter()
+                    .take(MAX_PRODUCTS)
+                    .take_while(|(v, _)| v.ty == w.ty && v.k == w.k)
+                    .count();
+                let group = &mut products[i..i + len];
+                matvec_q8_launches(stream, matvec_q8, group, row_bytes, q, n)?;
+                i += len;
                 continue;
             }
+            let y = &mut *products[i].1;
+            i += 1;
             if n > MATVEC_MAX_ROWS || !matvec_fits(w.ty, w.k) {
                 self.gemm(stream, kernels, w, row_bytes, x, n, y, &mut x16_k)?;
                 continue;
@@ -347,14 +363,13 @@ impl Matmul {
             launch
                 .arg(&w.bytes)
                 .arg(x)
-                .arg(&mut **y)
+                .arg(y)
                 .arg(&k)
                 .arg(&m)
                 .arg(&row_bytes);
             // SAFETY: the argument list matches `mv_*` in matmul.cu; the buffers were checked
             // to hold m rows of weights (with their padding), n × k inputs and n × m outputs.
-            unsafe { launch.launch(matvec_config(w.m, MATVEC_ROWS_PER_WARP, 1)) }
-                .map_err(failed(OP))?;
+            unsafe { launch.launch(matvec_config(w.m)) }.map_err(failed(OP))?;
         }
         Ok(())
     }
@@ -585,34 +600,51 @@ impl Gemm {
     }
 }
 
-/// The launch of a matrix-vector kernel over m weight rows, `rows_per_warp` a warp, for
-/// `groups` groups of activation rows.
-fn matvec_config(m: usize, rows_per_warp: usize, groups: usize) -> LaunchConfig {
+/// The launch of a matrix-vector kernel (`mv_*`) over m weight rows.
+fn matvec_config(m: usize) -> LaunchConfig {
     LaunchConfig {
-        grid_dim: (
-            m.div_ceil(MATVEC_WARPS * rows_per_warp) as u32,
-            groups as u32,
-            1,
-        ),
+        grid_dim: (m.div_ceil(MATVEC_WARPS * MATVEC_ROWS_PER_WARP) as u32, 1, 1),
         block_dim: (32 * MATVEC_WARPS as u32, 1, 1),
         shared_mem_bytes: 0,
     }
 }
 
-/// y[n × m] = x̃ · Wᵀ with the 8-bit kernels, x̃ the n quantized rows in `q`: n ≤ 8 rows in one
-/// matrix-vector launch; more as n / 8 groups of 8 in one batched launch, and the n % 8 rows
-/// left, if any, in a matrix-vector launch of their own.
+/// The most products of one launch of the 8-bit kernels (`MAX_PRODUCTS` in matvec_q8.cu).
+const MAX_PRODUCTS: usize = 3;
+
+/// The products of one launch of the 8-bit kernels, laid out as `Products` in matvec_q8.cu:
+/// product p's weight, its output (at the launch's first activation row), its rows, and its
+/// first block; past the products in use, `first_block` holds the grid's block count.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Products {
+    w: [CUdeviceptr; MAX_PRODUCTS],
+    y: [CUdeviceptr; MAX_PRODUCTS],
+    m: [i32; MAX_PRODUCTS],
+    first_block: [i32; MAX_PRODUCTS],
+}
+
+// SAFETY: plain integers with the C layout of the kernels' struct.
+unsafe impl DeviceRepr for Products {}
+
+// The kernels read the parameter with the size of their struct: 3 × 8 + 3 × 8 + 3 × 4 + 3 × 4.
+const _: () = assert!(size_of::<Products>() == 72);
+
+/// y[n × m] = x̃ · Wᵀ with the 8-bit kernels for each (W, y) of `products` (at most
+/// `MAX_PRODUCTS`, all of one type and k, so one `row_bytes`), x̃ the n quantized rows in `q`:
+/// n ≤ 8 rows in one matrix-vector launch; more as n / 8 groups of 8 in one batched launch, and
+/// the n % 8 rows left, if any, in a matrix-vector launch of their own.
 fn matvec_q8_launches(
     stream: &Arc<CudaStream>,
     kernels: &Q8Kernels,
-    w: &DeviceWeight,
+    products: &mut [(&DeviceWeight, &mut CudaSlice<f32>)],
     row_bytes: i64,
     q: &QuantizedRows,
     n: usize,
-    y: &mut CudaSlice<f32>,
 ) -> Result<()> {
     const OP: &str = "matmul";
-    let (k, m) = (w.k, w.m);
+    debug_assert!((1..=MAX_PRODUCTS).contains(&products.len()));
+    let k = products[0].0.k;
     let (groups, rest) = match n {
         ..=MATVEC_MAX_ROWS => (0, n),
         _ => (n / MATVEC_MAX_ROWS, n % MATVEC_MAX_ROWS),
@@ -631,29 +663,57 @@ fn matvec_q8_launches(
         ),
     ];
     let record = 1 + 2 * q.cap as usize;
+    // The device addresses, and the guards that order their buffers' other streams after the
+    // launches, as long as the launches are queued.
+    let mut guards = Vec::with_capacity(2 * products.len());
+    let mut bases = Vec::with_capacity(products.len());
+    for (w, y) in products.iter_mut() {
+        let (wp, w_sync) = w.bytes.device_ptr(stream);
+        let (yp, y_sync) = y.device_ptr_mut(stream);
+        guards.extend([w_sync, y_sync]);
+        bases.push((wp, yp, w.m));
+    }
     for (first, kernel, rows_per_warp, groups) in launches.into_iter().filter(|l| l.3 > 0) {
+        let mut ps = Products {
+            w: [0; MAX_PRODUCTS],
+            y: [0; MAX_PRODUCTS],
+            m: [0; MAX_PRODUCTS],
+            first_block: [0; MAX_PRODUCTS],
+        };
+        let mut blocks = 0;
+        for (p, &(wp, yp, m)) in bases.iter().enumerate() {
+            ps.w[p] = wp;
+            ps.y[p] = yp + (first * m * size_of::<f32>()) as CUdeviceptr;
+            ps.m[p] = m as i32;
+            ps.first_block[p] = blocks as i32;
+            blocks += m.div_ceil(MATVEC_WARPS * rows_per_warp);
+        }
+        ps.first_block[bases.len()..].fill(blocks as i32);
         let qs = q.qs.slice(first * k..);
         let ds = q.ds.slice(first * 2 * (k / 32)..);
         let outliers = q.outliers.slice(first * record..);
-        let mut out = y.slice_mut(first * m..);
-        let (ki, mi) = (k as i32, m as i32);
+        let ki = k as i32;
         let mut launch = stream.launch_builder(kernel);
         launch
-            .arg(&w.bytes)
+            .arg(&ps)
             .arg(&qs)
             .arg(&ds)
             .arg(&outliers)
             .arg(&q.cap)
-            .arg(&mut out)
             .arg(&ki)
-            .arg(&mi)
             .arg(&row_bytes);
-        // SAFETY: the argument list matches `mvq_*` and `mmq_*` in matvec_q8.cu; the weight
-        // buffer was checked to hold m rows (with their padding), q holds x's n rows of k
-        // quantized values and their outliers, y n × m outputs; the launch covers rows
-        // first .. first + 8 · groups (or + n % 8) ≤ n.
-        unsafe { launch.launch(matvec_config(m, rows_per_warp, groups)) }.map_err(failed(OP))?;
+        let config = LaunchConfig {
+            grid_dim: (blocks as u32, groups as u32, 1),
+            block_dim: (32 * MATVEC_WARPS as u32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: the argument list matches `mvq_*` and `mmq_*` in matvec_q8.cu; each weight
+        // buffer was checked to hold its m rows (with their padding), q holds x's n rows of k
+        // quantized values and their outliers, each y n × m outputs; the launch covers rows
+        // first .. first + 8 · groups (or + n % 8) ≤ n, and product p's blocks cover its m rows.
+        unsafe { launch.launch(config) }.map_err(failed(OP))?;
     }
+    drop(guards);
     Ok(())
 }
 

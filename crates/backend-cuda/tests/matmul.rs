@@ -9,7 +9,7 @@ mod common;
 use common::{no_kv, run, weight, with_pass};
 use plumb_backend_cuda::CudaBackend;
 use plumb_gguf::GgmlType;
-use plumb_model::Backend;
+use plumb_model::{Backend, Projection};
 use plumb_testutil::Rng;
 
 const TYPES: [GgmlType; 13] = {
@@ -124,6 +124,50 @@ fn long_rows_and_one_block_rows_match() {
         // chunks than lanes).
         check_products(&cuda, &mut rng, ty, 4352, 5);
         check_products(&cuda, &mut rng, ty, 256, 3);
+    }
+}
+
+/// Q, K and V of one type share a launch of the 8-bit kernels, each product its own blocks of
+/// the grid: each output must be its own weight's product, for row counts of every launch kind
+/// (one row, a few, groups of 8 and the rows left), with row counts that leave blocks partly
+/// empty, and where V's type differs (a launch of its own after Q and K).
+#[test]
+fn qkv_products_sharing_a_launch_match() {
+    let cuda = require_cuda!();
+    let mut rng = Rng::new(14);
+    let k = 768;
+    for types in [
+        [GgmlType::Q4_K; 3],
+        [GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q6_K],
+        [GgmlType::Q8_0; 3],
+    ] {
+        let shapes = [37, 5, 11];
+        let weights: Vec<_> = types
+            .iter()
+            .zip(shapes)
+            .map(|(&ty, m)| {
+                let (tensor, w) = weight(&cuda, "w", ty, &[k, m], &rng.values(m * k, 1.0));
+                (dequantized(&tensor, ty), w, m)
+            })
+            .collect();
+        let p = |i: usize| Projection {
+            weight: &weights[i].1,
+            bias: None,
+        };
+        for n in [1, 2, 3, 8, 11, 16] {
+            let x = rng.values(n * k, 1.0);
+            let got = cuda
+                .qkv(&cuda.upload(n, k, x.clone()).unwrap(), p(0), p(1), p(2))
+                .unwrap();
+            for (i, (y, (wf, _, m))) in got.iter().zip(&weights).enumerate() {
+                let diff = rel_diff(&cuda.to_host(y).unwrap(), &product(&x, wf, n, k, *m));
+                assert!(
+                    diff <= TOL_Q8,
+                    "{types:?}, product {i} ({m} × {k}), {n} rows: relative difference \
+                     {diff:e} > {TOL_Q8:e}"
+                );
+            }
+        }
     }
 }
 
