@@ -689,6 +689,32 @@ fn signed_and_offset_types_have_a_gemm_with_avx2() {
     }
 }
 
+/// Every integer type has a GEMM where the CPU has NEON's dot-product extension; without it
+/// the tests above check no NEON GEMM, so say so.
+#[cfg(target_arch = "aarch64")]
+#[test]
+fn integer_types_have_a_gemm_with_dotprod() {
+    let dotprod = Isa::available().contains(&Isa::NeonDotprod);
+    if !plumb_testutil::cpu_has(
+        "integer_types_have_a_gemm_with_dotprod",
+        Isa::NeonDotprod.name(),
+        dotprod,
+    ) {
+        return;
+    }
+    for ty in [
+        GgmlType::Q4_0,
+        GgmlType::Q5_0,
+        GgmlType::Q8_0,
+        GgmlType::IQ4_NL,
+        GgmlType::Q4_1,
+        GgmlType::Q5_1,
+    ] {
+        let k = kernel(ty, Isa::NeonDotprod);
+        assert!(k.gemm().is_some() && k.kept_gemm().is_some(), "{ty}");
+    }
+}
+
 #[test]
 fn every_isa_has_every_type() {
     let available = Isa::available();

@@ -427,6 +427,7 @@ proptest! {
 /// The types with a GEMM with AVX-512 VNNI.
 const GEMM_TYPES: [GgmlType; 3] = [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K];
 /// The types with a GEMM with AVX2 (and with AVX-512 without VNNI).
+#[cfg(target_arch = "x86_64")]
 const AVX2_GEMM_TYPES: [GgmlType; 5] = [
     GgmlType::Q2_K,
     GgmlType::Q3_K,
@@ -563,6 +564,11 @@ proptest! {
     fn gemm_q6_k(case in gemm_case(GgmlType::Q6_K)) {
         check_gemm(&case)?;
     }
+
+    #[test]
+    fn gemm_iq4_xs(case in gemm_case(GgmlType::IQ4_XS)) {
+        check_gemm(&case)?;
+    }
 }
 
 /// Q4_K, Q5_K and Q6_K have a GEMM where the CPU has AVX-512 VNNI; without it the tests above
@@ -599,6 +605,26 @@ fn avx2_gemm_types_have_a_gemm_with_avx2() {
     }
     for ty in AVX2_GEMM_TYPES {
         let kernel = DotKernel::for_isa(ty, Isa::Avx2).expect("a kernel");
+        assert!(kernel.gemm().is_some(), "{ty}");
+        assert!(kernel.kept_gemm().is_some(), "{ty}");
+    }
+}
+
+/// Every super-block type has a GEMM where the CPU has NEON's dot-product extension (with
+/// `PLUMB_CPU_LACKS` naming it, a CPU without it checks that detection agrees).
+#[cfg(target_arch = "aarch64")]
+#[test]
+fn every_type_has_a_gemm_with_dotprod() {
+    let dotprod = Isa::available().contains(&Isa::NeonDotprod);
+    if !plumb_testutil::cpu_has(
+        "every_type_has_a_gemm_with_dotprod",
+        Isa::NeonDotprod.name(),
+        dotprod,
+    ) {
+        return;
+    }
+    for ty in TYPES {
+        let kernel = DotKernel::for_isa(ty, Isa::NeonDotprod).expect("a kernel");
         assert!(kernel.gemm().is_some(), "{ty}");
         assert!(kernel.kept_gemm().is_some(), "{ty}");
     }
