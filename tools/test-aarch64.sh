@@ -13,7 +13,7 @@ export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
 for cpu in max cortex-a53; do
     echo "== qemu-aarch64 -cpu $cpu"
     lacks=""
-    [ "$cpu" = cortex-a53 ] && lacks=neon-dotprod
+    [ "$cpu" = cortex-a53 ] && lacks=neon-dotprod,neon-i8mm
     PLUMB_CPU_LACKS="$lacks" \
     CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -L /usr/aarch64-linux-gnu -cpu $cpu" \
         cargo test --release --target aarch64-unknown-linux-gnu -p plumb-ggml \

@@ -35,7 +35,7 @@ fn expected_isas() -> Vec<Isa> {
         isas.extend([Isa::Avx2, Isa::Avx2Vnni, Isa::Avx512, Isa::Avx512Vnni]);
     }
     if cfg!(target_arch = "aarch64") {
-        isas.extend([Isa::Neon, Isa::NeonDotprod]);
+        isas.extend([Isa::Neon, Isa::NeonDotprod, Isa::NeonI8mm]);
     }
     if cfg!(target_arch = "wasm32") {
         isas.push(Isa::Simd128);

@@ -643,7 +643,7 @@ fn every_instruction_set_of_this_machine_has_every_kernel() {
             Isa::Avx512Vnni,
         ]
     } else if cfg!(target_arch = "aarch64") {
-        &[Isa::Scalar, Isa::Neon, Isa::NeonDotprod]
+        &[Isa::Scalar, Isa::Neon, Isa::NeonDotprod, Isa::NeonI8mm]
     } else if cfg!(target_arch = "wasm32") {
         &[Isa::Scalar, Isa::Simd128]
     } else {

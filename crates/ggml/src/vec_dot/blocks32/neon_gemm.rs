@@ -1,14 +1,15 @@
-//! The NEON GEMM ([`crate::vec_dot::gemm`]) of the 32-element block types against Q8_0 and
-//! Q8_1 activations, for CPUs with the dot-product extension ([`crate::Isa::NeonDotprod`]).
+//! The NEON GEMMs ([`crate::vec_dot::gemm`]) of the 32-element block types against Q8_0
+//! and Q8_1 activations: with `sdot` for CPUs with the dot-product extension
+//! ([`crate::Isa::NeonDotprod`]), with `smmla` for those with i8mm too
+//! ([`crate::Isa::NeonI8mm`]).
 //!
 //! A panel holds eight weight rows: rows 0–3 in the i32 lanes of one register, rows 4–7 in
-//! those of another. A panel block is eight 32-byte chunks, chunk c holding elements
-//! 4c..4c + 4 of every row in turn, so that `sdot` by element multiplies four activation
-//! bytes (one lane of a 16-byte load) with four rows' at once, and a block takes 16 of them
-//! per activation row. NEON multiplies signed bytes by signed bytes, so both operands are the
-//! values as they are: the signed types' (Q4_0, Q5_0, Q8_0, IQ4_NL) against Q8_0's quants,
-//! and the offset types' levels 0..32 (Q4_1, Q5_1) against Q8_1's, whose m·s share is one
-//! more FMA per block. No sum can overflow: a block's is at most 32·128·128 in magnitude.
+//! those of another. A panel block's 32 values of every row are arranged for the multiply
+//! ([`crate::vec_dot::neon_multiply`]), which sums them with each activation row's. NEON
+//! multiplies signed bytes by signed bytes, so both operands are the values as they are: the
+//! signed types' (Q4_0, Q5_0, Q8_0, IQ4_NL) against Q8_0's quants, and the offset types'
+//! levels 0..32 (Q4_1, Q5_1) against Q8_1's, whose m·s share is one more FMA per block. No
+//! sum can overflow: a block's is at most 32·128·128 in magnitude.
 //!
 //! The rows' scales follow the values as f32 (and the offset types' mins). A packed
 //! activation block is its 32 quants, its scale as f32 and, against Q8_1, s as f32. Integer
@@ -25,45 +26,51 @@ use super::formats::{
 };
 use crate::fp::read_f16;
 use crate::vec_dot::gemm::GemmFns;
-use crate::vec_dot::neon_sdot::sdot_lanes;
+use crate::vec_dot::neon_multiply::{Multiply, Sdot, Smmla, QUARTER, ROWS};
 use crate::vec_dot::panel_walk::{self, PanelBlocks};
 use crate::GgmlType;
 
-/// Weight rows per panel: two registers of four i32 lanes.
-const ROWS: usize = 8;
-/// Bytes of one chunk: four elements of every row.
-const CHUNK: usize = 4 * ROWS;
 /// Bytes of a panel block's values.
-const VALUES: usize = QK / 4 * CHUNK;
+const VALUES: usize = QK * ROWS;
 /// Activation rows walked together: their integer and f32 sums (four registers each) and a
 /// quarter block's weights (eight) fit the 32 registers.
 const GROUP: usize = 4;
 
-/// The GEMM of `weight_type` (the same panels whether packed for one product or kept).
-pub(super) fn gemm(weight_type: GgmlType) -> Option<GemmFns> {
+/// The GEMM of `weight_type` (the same panels whether packed for one product or kept); with
+/// `i8mm`, the one that multiplies with `smmla`.
+pub(super) fn gemm(weight_type: GgmlType, i8mm: bool) -> Option<GemmFns> {
     use GgmlType as T;
     Some(match weight_type {
-        T::Q4_0 => fns::<Signed<Q4_0>>(),
-        T::Q5_0 => fns::<Signed<Q5_0>>(),
-        T::Q8_0 => fns::<Signed<Q8_0>>(),
-        T::IQ4_NL => fns::<Signed<Iq4Nl>>(),
-        T::Q4_1 => fns::<Offset<Q4_1>>(),
-        T::Q5_1 => fns::<Offset<Q5_1>>(),
+        T::Q4_0 => fns::<Signed<Q4_0>>(i8mm),
+        T::Q5_0 => fns::<Signed<Q5_0>>(i8mm),
+        T::Q8_0 => fns::<Signed<Q8_0>>(i8mm),
+        T::IQ4_NL => fns::<Signed<Iq4Nl>>(i8mm),
+        T::Q4_1 => fns::<Offset<Q4_1>>(i8mm),
+        T::Q5_1 => fns::<Offset<Q5_1>>(i8mm),
         _ => return None,
     })
 }
 
-fn fns<F: Format>() -> GemmFns {
-    GemmFns {
-        panel_rows: ROWS,
-        panel_bytes: |n_blocks| n_blocks * Layout::<F>::BLOCK_BYTES,
-        pack_panel: pack_panel::<F>,
-        act_bytes: |n_blocks| n_blocks * Layout::<F>::ACT_BYTES,
-        pack_act: pack_act::<F>,
-        // SAFETY: `gemm` is only reached through `DotKernel` for Isa::NeonDotprod, which it
-        // hands out only after `Isa::available()` confirmed at run time that this CPU has
-        // NEON and dotprod.
-        run: |panel, acts, out| unsafe { run::<F>(panel, acts, out) },
+fn fns<F: Format>(i8mm: bool) -> GemmFns {
+    // SAFETY (both closures): `gemm` is only reached through `DotKernel` for Isa::NeonDotprod
+    // (without `i8mm`) or Isa::NeonI8mm (with it), which it hands out only after
+    // `Isa::available()` confirmed at run time that this CPU has NEON and dotprod, and for
+    // Isa::NeonI8mm also i8mm.
+    if i8mm {
+        GemmFns {
+            pack_panel: pack_panel::<F, Smmla>,
+            run: |panel, acts, out| unsafe { run_i8mm::<F>(panel, acts, out) },
+            ..fns::<F>(false)
+        }
+    } else {
+        GemmFns {
+            panel_rows: ROWS,
+            panel_bytes: |n_blocks| n_blocks * Layout::<F>::BLOCK_BYTES,
+            pack_panel: pack_panel::<F, Sdot>,
+            act_bytes: |n_blocks| n_blocks * Layout::<F>::ACT_BYTES,
+            pack_act: pack_act::<F>,
+            run: |panel, acts, out| unsafe { run_dotprod::<F>(panel, acts, out) },
+        }
     }
 }
 
@@ -115,7 +122,7 @@ impl<F: Format> Layout<F> {
     const ACT_BYTES: usize = QK + if F::OFFSET { 8 } else { 4 };
 }
 
-fn pack_panel<F: Format>(rows: &[u8], n_blocks: usize, out: &mut [u8]) {
+fn pack_panel<F: Format, M: Multiply>(rows: &[u8], n_blocks: usize, out: &mut [u8]) {
     let block_bytes = Layout::<F>::BLOCK_BYTES;
     let out = &mut out[..n_blocks * block_bytes];
     out.fill(0);
@@ -126,8 +133,8 @@ fn pack_panel<F: Format>(rows: &[u8], n_blocks: usize, out: &mut [u8]) {
             .zip(out.chunks_exact_mut(block_bytes))
         {
             let (d, m, values) = F::unpack(block);
-            for (c, four) in values.map(|v| v as u8).chunks_exact(4).enumerate() {
-                o[c * CHUNK + 4 * r..][..4].copy_from_slice(four);
+            for (e, v) in values.into_iter().enumerate() {
+                o[M::position(r, e)] = v as u8;
             }
             o[Layout::<F>::SCALES + 4 * r..][..4].copy_from_slice(&d.to_le_bytes());
             if F::OFFSET {
@@ -158,8 +165,13 @@ fn pack_act<F: Format>(act: &[u8], out: &mut [u8]) {
 }
 
 #[target_feature(enable = "neon,dotprod")]
-unsafe fn run<F: Format>(panel: &[u8], acts: &[u8], out: &mut [f32]) {
-    panel_walk::run::<Panel<F>, GROUP>(panel, acts, out)
+unsafe fn run_dotprod<F: Format>(panel: &[u8], acts: &[u8], out: &mut [f32]) {
+    panel_walk::run::<Panel<F, Sdot>, GROUP>(panel, acts, out)
+}
+
+#[target_feature(enable = "neon,dotprod,i8mm")]
+unsafe fn run_i8mm<F: Format>(panel: &[u8], acts: &[u8], out: &mut [f32]) {
+    panel_walk::run::<Panel<F, Smmla>, GROUP>(panel, acts, out)
 }
 
 #[inline(always)]
@@ -167,10 +179,10 @@ unsafe fn f32_at(p: *const u8) -> f32 {
     p.cast::<f32>().read_unaligned()
 }
 
-/// The panels of format `F` as the walk sees them.
-struct Panel<F>(F);
+/// The panels of format `F` as the walk sees them, multiplied by `M`.
+struct Panel<F, M>(F, M);
 
-impl<F: Format> PanelBlocks for Panel<F> {
+impl<F: Format, M: Multiply> PanelBlocks for Panel<F, M> {
     const ROWS: usize = ROWS;
     const PANEL_BYTES: usize = Layout::<F>::BLOCK_BYTES;
     const ACT_BYTES: usize = Layout::<F>::ACT_BYTES;
@@ -188,20 +200,7 @@ impl<F: Format> PanelBlocks for Panel<F> {
         acts: &[*const u8; N],
         acc: &mut [[float32x4_t; 2]; N],
     ) {
-        let mut sums = [[vdupq_n_s32(0); 2]; N];
-        // A quarter block: 16 activation bytes against chunks 4q..4q + 4.
-        for q in 0..QK / 16 {
-            let w: [[int8x16_t; 4]; 2] = std::array::from_fn(|h| {
-                std::array::from_fn(|l| vld1q_s8(panel.add((4 * q + l) * CHUNK + 16 * h).cast()))
-            });
-            // Indexed so that the loops unroll and the sums stay in registers.
-            for i in 0..N {
-                let a = vld1q_s8(acts[i].add(16 * q).cast());
-                for h in 0..2 {
-                    sums[i][h] = sdot_lanes(sums[i][h], &w[h], a);
-                }
-            }
-        }
+        let sums = M::sums(panel, acts, 0..QK / QUARTER);
         let scales = Layout::<F>::SCALES;
         let d_w = [
             vld1q_f32(panel.add(scales).cast()),

@@ -57,7 +57,7 @@ pub(super) fn kernel(weight_type: GgmlType, isa: Isa) -> Option<KernelFns> {
         #[cfg(target_arch = "aarch64")]
         Isa::Neon => neon::kernel(weight_type, false),
         #[cfg(target_arch = "aarch64")]
-        Isa::NeonDotprod => neon::kernel(weight_type, true),
+        Isa::NeonDotprod | Isa::NeonI8mm => neon::kernel(weight_type, true),
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
         Isa::Simd128 => simd128::kernel(weight_type),
         _ => None,
@@ -66,7 +66,7 @@ pub(super) fn kernel(weight_type: GgmlType, isa: Isa) -> Option<KernelFns> {
 
 /// The GEMM for `weight_type` on `isa`, where there is one: AVX-512 VNNI, Q4_K, Q5_K, Q6_K;
 /// AVX2, Q2_K to Q6_K (also on AVX-512, for the types without an AVX-512 VNNI GEMM); NEON
-/// with dotprod, all six types.
+/// with dotprod (`sdot`) or i8mm (`smmla`), all six types.
 // Only x86-64 and aarch64 have GEMMs: elsewhere every instruction set answers None.
 #[cfg_attr(
     not(any(target_arch = "x86_64", target_arch = "aarch64")),
@@ -83,7 +83,9 @@ pub(super) fn gemm(weight_type: GgmlType, isa: Isa) -> Option<GemmFns> {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2Vnni => avx2_gemm::gemm(weight_type, true),
         #[cfg(target_arch = "aarch64")]
-        Isa::NeonDotprod => neon_gemm::gemm(weight_type),
+        Isa::NeonDotprod => neon_gemm::gemm(weight_type, false),
+        #[cfg(target_arch = "aarch64")]
+        Isa::NeonI8mm => neon_gemm::gemm(weight_type, true),
         _ => None,
     }
 }

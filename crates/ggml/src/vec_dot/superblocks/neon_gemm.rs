@@ -1,14 +1,14 @@
-//! The NEON GEMM ([`crate::vec_dot::gemm`]) of Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS
-//! against Q8_K activations, for CPUs with the dot-product extension
-//! ([`crate::Isa::NeonDotprod`]).
+//! The NEON GEMMs ([`crate::vec_dot::gemm`]) of Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS
+//! against Q8_K activations: with `sdot` for CPUs with the dot-product extension
+//! ([`crate::Isa::NeonDotprod`]), with `smmla` for those with i8mm too
+//! ([`crate::Isa::NeonI8mm`]).
 //!
 //! A panel holds eight weight rows: rows 0–3 in the i32 lanes of one register, rows 4–7 in
 //! those of another. Per super-block it stores the rows' 256 levels as the scalar kernel
 //! unpacks them (offsets applied: Q3_K's −4, Q6_K's −32, IQ4_XS's non-linear levels), as
-//! signed bytes in 64 chunks of 32 bytes, chunk c holding elements 4c..4c + 4 of every row in
-//! turn, so that `sdot` by element multiplies four activation quants (one lane of a 16-byte
-//! load) with four rows' at once. NEON multiplies signed by signed bytes, so neither operand
-//! needs an offset, unlike on x86.
+//! signed bytes arranged for the multiply ([`crate::vec_dot::neon_multiply`]), which sums
+//! each sub-block with each activation row's quants. NEON multiplies signed by signed bytes,
+//! so neither operand needs an offset, unlike on x86.
 //!
 //! Each sub-block's sums are weighted by the rows' sub-block scales (i32, one lane per row)
 //! in a multiply-accumulate; the mins go through the activation's sub-block sums, one more
@@ -26,44 +26,50 @@ use super::layout::{IQ4_XS_BYTES, Q2_K_BYTES, Q3_K_BYTES, Q4_K_BYTES, Q5_K_BYTES
 use super::q8_k::{self, Q8_K_BYTES};
 use super::scalar::{self, Levels};
 use crate::vec_dot::gemm::GemmFns;
-use crate::vec_dot::neon_sdot::sdot_lanes;
+use crate::vec_dot::neon_multiply::{Multiply, Sdot, Smmla, QUARTER, ROWS};
 use crate::vec_dot::panel_walk::{self, PanelBlocks};
 use crate::{GgmlType, QK_K};
 
-/// Weight rows per panel: two registers of four i32 lanes.
-const ROWS: usize = 8;
-/// Bytes of one chunk: four elements of every row.
-const CHUNK: usize = 4 * ROWS;
 /// Bytes of a panel super-block's values.
-const VALUES: usize = QK_K / 4 * CHUNK;
+const VALUES: usize = QK_K * ROWS;
 /// Activation rows walked together.
 const GROUP: usize = 4;
 
-/// The GEMM of `weight_type` (the same panels whether packed for one product or kept).
-pub(super) fn gemm(weight_type: GgmlType) -> Option<GemmFns> {
+/// The GEMM of `weight_type` (the same panels whether packed for one product or kept); with
+/// `i8mm`, the one that multiplies with `smmla`.
+pub(super) fn gemm(weight_type: GgmlType, i8mm: bool) -> Option<GemmFns> {
     use GgmlType as T;
     Some(match weight_type {
-        T::Q2_K => fns::<Q2K>(),
-        T::Q3_K => fns::<Q3K>(),
-        T::Q4_K => fns::<Q4K>(),
-        T::Q5_K => fns::<Q5K>(),
-        T::Q6_K => fns::<Q6K>(),
-        T::IQ4_XS => fns::<Iq4Xs>(),
+        T::Q2_K => fns::<Q2K>(i8mm),
+        T::Q3_K => fns::<Q3K>(i8mm),
+        T::Q4_K => fns::<Q4K>(i8mm),
+        T::Q5_K => fns::<Q5K>(i8mm),
+        T::Q6_K => fns::<Q6K>(i8mm),
+        T::IQ4_XS => fns::<Iq4Xs>(i8mm),
         _ => return None,
     })
 }
 
-fn fns<F: Format>() -> GemmFns {
-    GemmFns {
-        panel_rows: ROWS,
-        panel_bytes: |n_blocks| n_blocks * Layout::<F>::BLOCK_BYTES,
-        pack_panel: pack_panel::<F>,
-        act_bytes: |n_blocks| n_blocks * Layout::<F>::ACT_BYTES,
-        pack_act: pack_act::<F>,
-        // SAFETY: `gemm` is only reached through `DotKernel` for Isa::NeonDotprod, which it
-        // hands out only after `Isa::available()` confirmed at run time that this CPU has
-        // NEON and dotprod.
-        run: |panel, acts, out| unsafe { run::<F>(panel, acts, out) },
+fn fns<F: Format>(i8mm: bool) -> GemmFns {
+    // SAFETY (both closures): `gemm` is only reached through `DotKernel` for Isa::NeonDotprod
+    // (without `i8mm`) or Isa::NeonI8mm (with it), which it hands out only after
+    // `Isa::available()` confirmed at run time that this CPU has NEON and dotprod, and for
+    // Isa::NeonI8mm also i8mm.
+    if i8mm {
+        GemmFns {
+            pack_panel: pack_panel::<F, Smmla>,
+            run: |panel, acts, out| unsafe { run_i8mm::<F>(panel, acts, out) },
+            ..fns::<F>(false)
+        }
+    } else {
+        GemmFns {
+            panel_rows: ROWS,
+            panel_bytes: |n_blocks| n_blocks * Layout::<F>::BLOCK_BYTES,
+            pack_panel: pack_panel::<F, Sdot>,
+            act_bytes: |n_blocks| n_blocks * Layout::<F>::ACT_BYTES,
+            pack_act: pack_act::<F>,
+            run: |panel, acts, out| unsafe { run_dotprod::<F>(panel, acts, out) },
+        }
     }
 }
 
@@ -178,7 +184,7 @@ impl<F: Format> Layout<F> {
     const ACT_BYTES: usize = Self::ACT_D + 4;
 }
 
-fn pack_panel<F: Format>(rows: &[u8], n_blocks: usize, out: &mut [u8]) {
+fn pack_panel<F: Format, M: Multiply>(rows: &[u8], n_blocks: usize, out: &mut [u8]) {
     let block_bytes = Layout::<F>::BLOCK_BYTES;
     let out = &mut out[..n_blocks * block_bytes];
     out.fill(0);
@@ -189,9 +195,8 @@ fn pack_panel<F: Format>(rows: &[u8], n_blocks: usize, out: &mut [u8]) {
             .zip(out.chunks_exact_mut(block_bytes))
         {
             let u = F::unpack(block);
-            for (c, four) in u.q.chunks_exact(4).enumerate() {
-                let four = [four[0] as u8, four[1] as u8, four[2] as u8, four[3] as u8];
-                o[c * CHUNK + 4 * r..][..4].copy_from_slice(&four);
+            for (e, &v) in u.q.iter().enumerate() {
+                o[M::position(r, e)] = v as u8;
             }
             for j in 0..F::SUB_BLOCKS {
                 let at = 4 * (ROWS * j + r);
@@ -229,8 +234,13 @@ fn pack_act<F: Format>(act: &[u8], out: &mut [u8]) {
 }
 
 #[target_feature(enable = "neon,dotprod")]
-unsafe fn run<F: Format>(panel: &[u8], acts: &[u8], out: &mut [f32]) {
-    panel_walk::run::<Panel<F>, GROUP>(panel, acts, out)
+unsafe fn run_dotprod<F: Format>(panel: &[u8], acts: &[u8], out: &mut [f32]) {
+    panel_walk::run::<Panel<F, Sdot>, GROUP>(panel, acts, out)
+}
+
+#[target_feature(enable = "neon,dotprod,i8mm")]
+unsafe fn run_i8mm<F: Format>(panel: &[u8], acts: &[u8], out: &mut [f32]) {
+    panel_walk::run::<Panel<F, Smmla>, GROUP>(panel, acts, out)
 }
 
 /// The two registers (rows 0–3, rows 4–7) of 32-bit values at `p`.
@@ -249,10 +259,10 @@ unsafe fn read<T>(p: *const u8) -> T {
     p.cast::<T>().read_unaligned()
 }
 
-/// The panels of format `F` as the walk sees them.
-struct Panel<F>(F);
+/// The panels of format `F` as the walk sees them, multiplied by `M`.
+struct Panel<F, M>(F, M);
 
-impl<F: Format> PanelBlocks for Panel<F> {
+impl<F: Format, M: Multiply> PanelBlocks for Panel<F, M> {
     const ROWS: usize = ROWS;
     const PANEL_BYTES: usize = Layout::<F>::BLOCK_BYTES;
     const ACT_BYTES: usize = Layout::<F>::ACT_BYTES;
@@ -270,25 +280,10 @@ impl<F: Format> PanelBlocks for Panel<F> {
         acts: &[*const u8; N],
         acc: &mut [[float32x4_t; 2]; N],
     ) {
-        // Quarters (16 elements: 4 chunks) per sub-block.
-        let quarters = QK_K / 16 / F::SUB_BLOCKS;
+        let quarters = QK_K / QUARTER / F::SUB_BLOCKS;
         let mut isum = [[vdupq_n_s32(0); 2]; N];
         for j in 0..F::SUB_BLOCKS {
-            let mut sums = [[vdupq_n_s32(0); 2]; N];
-            for q in j * quarters..(j + 1) * quarters {
-                let w: [[int8x16_t; 4]; 2] = std::array::from_fn(|h| {
-                    std::array::from_fn(|l| {
-                        vld1q_s8(panel.add((4 * q + l) * CHUNK + 16 * h).cast())
-                    })
-                });
-                // Indexed so that the loops unroll and the sums stay in registers.
-                for i in 0..N {
-                    let a = vld1q_s8(acts[i].add(16 * q).cast());
-                    for h in 0..2 {
-                        sums[i][h] = sdot_lanes(sums[i][h], &w[h], a);
-                    }
-                }
-            }
+            let sums = M::sums(panel, acts, j * quarters..(j + 1) * quarters);
             let scales = i32_rows(panel.add(Layout::<F>::SCALES + 4 * ROWS * j));
             for i in 0..N {
                 for h in 0..2 {
