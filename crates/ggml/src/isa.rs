@@ -32,8 +32,8 @@ pub enum Isa {
     Neon,
     /// aarch64 with NEON and the dot-product extension.
     NeonDotprod,
-    /// [`Isa::NeonDotprod`] with the 8-bit matrix multiply `smmla` (i8mm: Apple M2 on, Arm
-    /// cores since Neoverse V1 / Cortex-A510): only the integer GEMMs differ.
+    /// [`Isa::NeonDotprod`] with the 8-bit matrix multiply `smmla` (i8mm: for example Apple
+    /// M2 and later, Neoverse V1 and N2, Cortex-A510 and A710): only the integer GEMMs differ.
     NeonI8mm,
     /// WebAssembly with the 128-bit SIMD proposal. A module either is compiled for it
     /// (`-C target-feature=+simd128`) or not: WebAssembly has no run-time detection, and an

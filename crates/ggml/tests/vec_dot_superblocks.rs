@@ -610,23 +610,26 @@ fn avx2_gemm_types_have_a_gemm_with_avx2() {
     }
 }
 
-/// Every super-block type has a GEMM where the CPU has NEON's dot-product extension (with
-/// `PLUMB_CPU_LACKS` naming it, a CPU without it checks that detection agrees).
+/// Every super-block type has a GEMM where the CPU has NEON's dot-product extension (`sdot`)
+/// and i8mm (`smmla`); with `PLUMB_CPU_LACKS` naming them, a CPU without them checks that
+/// detection agrees.
 #[cfg(target_arch = "aarch64")]
 #[test]
-fn every_type_has_a_gemm_with_dotprod() {
-    let dotprod = Isa::available().contains(&Isa::NeonDotprod);
-    if !plumb_testutil::cpu_has(
-        "every_type_has_a_gemm_with_dotprod",
-        Isa::NeonDotprod.name(),
-        dotprod,
-    ) {
-        return;
-    }
-    for ty in TYPES {
-        let kernel = DotKernel::for_isa(ty, Isa::NeonDotprod).expect("a kernel");
-        assert!(kernel.gemm().is_some(), "{ty}");
-        assert!(kernel.kept_gemm().is_some(), "{ty}");
+fn every_type_has_a_gemm_with_dotprod_and_i8mm() {
+    let available = Isa::available();
+    for isa in [Isa::NeonDotprod, Isa::NeonI8mm] {
+        if !plumb_testutil::cpu_has(
+            "every_type_has_a_gemm_with_dotprod_and_i8mm",
+            isa.name(),
+            available.contains(&isa),
+        ) {
+            continue;
+        }
+        for ty in TYPES {
+            let kernel = DotKernel::for_isa(ty, isa).expect("a kernel");
+            assert!(kernel.gemm().is_some(), "{kernel:?}");
+            assert!(kernel.kept_gemm().is_some(), "{kernel:?}");
+        }
     }
 }
 
