@@ -1,9 +1,10 @@
 #!/bin/sh
 # Cross-builds plumb-ggml and plumb-backend-cpu for aarch64 and runs their kernel tests (ggml's
-# dot products, the cpu backend's f32 lanes, row kernels and attention) under qemu user
-# emulation, once with a CPU that has the dot-product extension (NEON and NEON dotprod kernels)
-# and once with one that lacks it (NEON only). The second run declares the missing extension in
-# PLUMB_CPU_LACKS: ggml's tests then check that detection does not find it, instead of skipping.
+# dot products and GEMMs, the cpu backend's f32 lanes, row kernels and attention) under qemu user
+# emulation, once with a CPU that has the dot-product and i8mm extensions (NEON, NEON dotprod and
+# NEON i8mm kernels: the sdot and smmla GEMMs) and once with one that lacks them (NEON only). The
+# second run declares the missing extensions in PLUMB_CPU_LACKS: ggml's tests then check that
+# detection does not find them, instead of skipping.
 #
 # Needs: rustup target add aarch64-unknown-linux-gnu; apt-get install qemu-user gcc-aarch64-linux-gnu
 set -eu
@@ -13,7 +14,7 @@ export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
 for cpu in max cortex-a53; do
     echo "== qemu-aarch64 -cpu $cpu"
     lacks=""
-    [ "$cpu" = cortex-a53 ] && lacks=neon-dotprod
+    [ "$cpu" = cortex-a53 ] && lacks=neon-dotprod,neon-i8mm
     PLUMB_CPU_LACKS="$lacks" \
     CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -L /usr/aarch64-linux-gnu -cpu $cpu" \
         cargo test --release --target aarch64-unknown-linux-gnu -p plumb-ggml \

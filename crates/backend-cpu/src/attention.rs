@@ -199,7 +199,7 @@ impl TileWork {
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 | Isa::Avx2Vnni => unsafe { self.run_avx2(unit, out) },
             #[cfg(target_arch = "aarch64")]
-            Isa::Neon | Isa::NeonDotprod => unsafe { self.run_neon(unit, out) },
+            Isa::Neon | Isa::NeonDotprod | Isa::NeonI8mm => unsafe { self.run_neon(unit, out) },
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Isa::Simd128 => unsafe { self.run_body::<Simd128>(unit, out) },
             _ => unsafe { self.run_body::<Scalar>(unit, out) },

@@ -84,7 +84,7 @@ impl RowKernels {
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 | Isa::Avx2Vnni => fns_for!(Avx2, "avx2,fma,f16c"),
             #[cfg(target_arch = "aarch64")]
-            Isa::Neon | Isa::NeonDotprod => fns_for!(Neon, "neon"),
+            Isa::Neon | Isa::NeonDotprod | Isa::NeonI8mm => fns_for!(Neon, "neon"),
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Isa::Simd128 => fns_for!(Simd128, "simd128"),
             // SAFETY (all three): the scalar lanes are plain Rust.
@@ -421,6 +421,7 @@ mod tests {
             Isa::Avx512Vnni,
             Isa::Neon,
             Isa::NeonDotprod,
+            Isa::NeonI8mm,
             Isa::Simd128,
         ] {
             assert_eq!(

@@ -7,7 +7,7 @@
 //! runs the AVX2 kernels), so that one machine can measure and test every path it can run.
 //! The x86 levels are ordered scalar < avx2 < avx2-vnni < avx512 < avx512-vnni: a cap of
 //! `avx2` leaves out AVX-VNNI, as on the AVX2 CPUs before it (Intel before Alder Lake, AMD
-//! before Zen 4).
+//! before Zen 4). The aarch64 levels are ordered scalar < neon < neon-dotprod < neon-i8mm.
 
 use std::sync::OnceLock;
 
@@ -32,6 +32,9 @@ pub enum Isa {
     Neon,
     /// aarch64 with NEON and the dot-product extension.
     NeonDotprod,
+    /// [`Isa::NeonDotprod`] with the 8-bit matrix multiply `smmla` (i8mm: for example Apple
+    /// M2 and later, Neoverse V1 and N2, Cortex-A510 and A710): only the integer GEMMs differ.
+    NeonI8mm,
     /// WebAssembly with the 128-bit SIMD proposal. A module either is compiled for it
     /// (`-C target-feature=+simd128`) or not: WebAssembly has no run-time detection, and an
     /// engine without SIMD128 refuses the whole module.
@@ -101,7 +104,7 @@ impl Isa {
     }
 
     /// Every variant, in order.
-    const ALL: [Isa; 8] = [
+    const ALL: [Isa; 9] = [
         Isa::Scalar,
         Isa::Avx2,
         Isa::Avx2Vnni,
@@ -109,6 +112,7 @@ impl Isa {
         Isa::Avx512Vnni,
         Isa::Neon,
         Isa::NeonDotprod,
+        Isa::NeonI8mm,
         Isa::Simd128,
     ];
 
@@ -146,6 +150,9 @@ impl Isa {
                 isas.push(Isa::Neon);
                 if has!("dotprod") {
                     isas.push(Isa::NeonDotprod);
+                    if has!("i8mm") {
+                        isas.push(Isa::NeonI8mm);
+                    }
                 }
             }
         }
@@ -163,6 +170,7 @@ impl Isa {
             Isa::Avx512Vnni => "avx512-vnni",
             Isa::Neon => "neon",
             Isa::NeonDotprod => "neon-dotprod",
+            Isa::NeonI8mm => "neon-i8mm",
             Isa::Simd128 => "simd128",
         }
     }

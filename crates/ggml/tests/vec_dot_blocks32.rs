@@ -35,7 +35,7 @@ fn expected_isas() -> Vec<Isa> {
         isas.extend([Isa::Avx2, Isa::Avx2Vnni, Isa::Avx512, Isa::Avx512Vnni]);
     }
     if cfg!(target_arch = "aarch64") {
-        isas.extend([Isa::Neon, Isa::NeonDotprod]);
+        isas.extend([Isa::Neon, Isa::NeonDotprod, Isa::NeonI8mm]);
     }
     if cfg!(target_arch = "wasm32") {
         isas.push(Isa::Simd128);
@@ -686,6 +686,34 @@ fn signed_and_offset_types_have_a_gemm_with_avx2() {
     ] {
         let k = kernel(ty, Isa::Avx2);
         assert!(k.gemm().is_some() && k.kept_gemm().is_some(), "{ty}");
+    }
+}
+
+/// Every integer type has a GEMM where the CPU has NEON's dot-product extension (`sdot`) and
+/// i8mm (`smmla`); without them the tests above check no NEON GEMM, so say so.
+#[cfg(target_arch = "aarch64")]
+#[test]
+fn integer_types_have_a_gemm_with_dotprod_and_i8mm() {
+    let available = Isa::available();
+    for isa in [Isa::NeonDotprod, Isa::NeonI8mm] {
+        if !plumb_testutil::cpu_has(
+            "integer_types_have_a_gemm_with_dotprod_and_i8mm",
+            isa.name(),
+            available.contains(&isa),
+        ) {
+            continue;
+        }
+        for ty in [
+            GgmlType::Q4_0,
+            GgmlType::Q5_0,
+            GgmlType::Q8_0,
+            GgmlType::IQ4_NL,
+            GgmlType::Q4_1,
+            GgmlType::Q5_1,
+        ] {
+            let k = kernel(ty, isa);
+            assert!(k.gemm().is_some() && k.kept_gemm().is_some(), "{k:?}");
+        }
     }
 }
 

@@ -427,6 +427,7 @@ proptest! {
 /// The types with a GEMM with AVX-512 VNNI.
 const GEMM_TYPES: [GgmlType; 3] = [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K];
 /// The types with a GEMM with AVX2 (and with AVX-512 without VNNI).
+#[cfg(target_arch = "x86_64")]
 const AVX2_GEMM_TYPES: [GgmlType; 5] = [
     GgmlType::Q2_K,
     GgmlType::Q3_K,
@@ -563,6 +564,11 @@ proptest! {
     fn gemm_q6_k(case in gemm_case(GgmlType::Q6_K)) {
         check_gemm(&case)?;
     }
+
+    #[test]
+    fn gemm_iq4_xs(case in gemm_case(GgmlType::IQ4_XS)) {
+        check_gemm(&case)?;
+    }
 }
 
 /// Q4_K, Q5_K and Q6_K have a GEMM where the CPU has AVX-512 VNNI; without it the tests above
@@ -604,6 +610,29 @@ fn avx2_gemm_types_have_a_gemm_with_avx2() {
     }
 }
 
+/// Every super-block type has a GEMM where the CPU has NEON's dot-product extension (`sdot`)
+/// and i8mm (`smmla`); with `PLUMB_CPU_LACKS` naming them, a CPU without them checks that
+/// detection agrees.
+#[cfg(target_arch = "aarch64")]
+#[test]
+fn every_type_has_a_gemm_with_dotprod_and_i8mm() {
+    let available = Isa::available();
+    for isa in [Isa::NeonDotprod, Isa::NeonI8mm] {
+        if !plumb_testutil::cpu_has(
+            "every_type_has_a_gemm_with_dotprod_and_i8mm",
+            isa.name(),
+            available.contains(&isa),
+        ) {
+            continue;
+        }
+        for ty in TYPES {
+            let kernel = DotKernel::for_isa(ty, isa).expect("a kernel");
+            assert!(kernel.gemm().is_some(), "{kernel:?}");
+            assert!(kernel.kept_gemm().is_some(), "{kernel:?}");
+        }
+    }
+}
+
 #[test]
 fn every_instruction_set_of_this_machine_has_every_kernel() {
     // The instruction sets of the architecture this test is built for; the other
@@ -617,7 +646,7 @@ fn every_instruction_set_of_this_machine_has_every_kernel() {
             Isa::Avx512Vnni,
         ]
     } else if cfg!(target_arch = "aarch64") {
-        &[Isa::Scalar, Isa::Neon, Isa::NeonDotprod]
+        &[Isa::Scalar, Isa::Neon, Isa::NeonDotprod, Isa::NeonI8mm]
     } else if cfg!(target_arch = "wasm32") {
         &[Isa::Scalar, Isa::Simd128]
     } else {

@@ -91,7 +91,7 @@ pub fn model(test: &str, name: &str) -> Option<PathBuf> {
 
 /// Instruction sets (comma-separated, as the kernels name them) that the test runner chose a
 /// CPU without: tools/test-aarch64.sh runs the kernel tests on qemu's cortex-a53 with
-/// `neon-dotprod`, to test the NEON kernels alone.
+/// `neon-dotprod,neon-i8mm`, to test the NEON kernels alone.
 const CPU_LACKS_ENV: &str = "PLUMB_CPU_LACKS";
 
 /// Whether the CPU has the instruction set `isa`, given what run-time detection found. An

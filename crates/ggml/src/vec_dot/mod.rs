@@ -13,7 +13,9 @@
 
 mod blocks32;
 mod gemm;
-#[cfg(target_arch = "x86_64")]
+#[cfg(target_arch = "aarch64")]
+mod neon_multiply;
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 mod panel_walk;
 mod superblocks;
 

@@ -1,4 +1,4 @@
-//! The walk that the x86 GEMMs of both families share (AVX-512 VNNI and AVX2): a panel's
+//! The walk that the GEMMs of both families share (AVX-512 VNNI, AVX2 and NEON): a panel's
 //! blocks, one after the other, against groups of packed activation rows (`GROUP`, then 4, 2
 //! and 1), one f32 accumulator per activation row, whose lanes each panel format maps to its
 //! rows. A row's operations do not depend on the size of its group.
@@ -6,13 +6,17 @@
 //! The AVX-512 k-quant panels hold eight weight rows whose `vpdpbusd` lanes 2r and 2r + 1
 //! belong to row r ([`ROWS`], [`CHUNK`], [`store_lane_pairs`]); the AVX-512 32-element types'
 //! panels hold sixteen rows, one lane each; the AVX2 panels of both families hold eight rows,
-//! one lane of a 256-bit register each.
+//! one lane of a 256-bit register each; the NEON panels eight rows, one lane of two 128-bit
+//! registers each.
 
+#[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
 /// Weight rows of a panel whose rows have two i32 lanes each.
+#[cfg(target_arch = "x86_64")]
 pub(super) const ROWS: usize = 8;
 /// Bytes of one value chunk: 8 bytes of each row in turn.
+#[cfg(target_arch = "x86_64")]
 pub(super) const CHUNK: usize = 64;
 /// How far ahead of the walk the first group asks for panel bytes. Without it, panels of
 /// wide rows (4864 elements: 8 activation rows' blocks no longer fit in L1 beside the panel)
@@ -21,6 +25,7 @@ pub(super) const CHUNK: usize = 64;
 const PREFETCH_AHEAD: usize = 8192;
 /// Activation rows the AVX-512 VNNI GEMMs walk together: one accumulator each, and enough
 /// independent `vpdpbusd` chains to hide their latency.
+#[cfg(target_arch = "x86_64")]
 pub(super) const AVX512_GROUP: usize = 8;
 
 /// One weight type's panel blocks, as its GEMM adds them up.
@@ -133,17 +138,27 @@ unsafe fn prefetch(p: *const u8, len: usize) {
     let ahead = p.wrapping_add(PREFETCH_AHEAD);
     for line in (0..len).step_by(64) {
         // A prefetch never faults, even past the end of the panels.
-        _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(line).cast());
+        let line = ahead.wrapping_add(line);
+        #[cfg(target_arch = "x86_64")]
+        _mm_prefetch::<_MM_HINT_T0>(line.cast());
+        #[cfg(target_arch = "aarch64")]
+        std::arch::asm!(
+            "prfm pldl1keep, [{line}]",
+            line = in(reg) line,
+            options(nostack, readonly, preserves_flags)
+        );
     }
 }
 
 /// The 8 bytes at `p` in every 64-bit lane.
+#[cfg(target_arch = "x86_64")]
 #[inline(always)]
 pub(super) unsafe fn bytes8(p: *const u8) -> __m512i {
     _mm512_set1_epi64(p.cast::<i64>().read_unaligned())
 }
 
 /// `out[r] = lane 2r + lane 2r + 1`: [`PanelBlocks::store`] for panels of [`ROWS`] rows.
+#[cfg(target_arch = "x86_64")]
 #[inline(always)]
 pub(super) unsafe fn store_lane_pairs(sums: __m512, out: &mut [f32]) {
     let neighbours = _mm512_permute_ps::<0b10_11_00_01>(sums);

@@ -17,6 +17,8 @@ mod formats;
 #[cfg(target_arch = "aarch64")]
 mod neon;
 #[cfg(target_arch = "aarch64")]
+mod neon_gemm;
+#[cfg(target_arch = "aarch64")]
 mod neon_quantize;
 mod quantize;
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
@@ -43,7 +45,7 @@ pub(super) fn kernel(weight_type: GgmlType, isa: Isa) -> Option<KernelFns> {
         #[cfg(target_arch = "aarch64")]
         Isa::Neon => neon::kernel(weight_type, false),
         #[cfg(target_arch = "aarch64")]
-        Isa::NeonDotprod => neon::kernel(weight_type, true),
+        Isa::NeonDotprod | Isa::NeonI8mm => neon::kernel(weight_type, true),
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
         Isa::Simd128 => simd128::kernel(weight_type),
         _ => None,
@@ -53,8 +55,10 @@ pub(super) fn kernel(weight_type: GgmlType, isa: Isa) -> Option<KernelFns> {
 /// The GEMM for `weight_type` on `isa`, where there is one: AVX-512 VNNI, signed types;
 /// AVX2, signed and offset types, also on AVX-512 for the types without an AVX-512 VNNI GEMM
 /// (it took smollm2's Q4_1 pp512 at 2 threads from 907 to 1407 tokens/s here). With `kept`,
-/// the one for panels packed once and kept (see [`crate::DotKernel::kept_gemm`]).
-// Only x86-64 has a GEMM yet: elsewhere every instruction set answers None.
+/// the one for panels packed once and kept (see [`crate::DotKernel::kept_gemm`]); NEON with
+/// dotprod (`sdot`) or i8mm (`smmla`), signed and offset types (the same panels either
+/// way).
+// Only x86-64 and aarch64 have GEMMs: elsewhere every instruction set answers None.
 #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
 pub(super) fn gemm(weight_type: GgmlType, isa: Isa, kept: bool) -> Option<GemmFns> {
     match isa {
@@ -66,6 +70,10 @@ pub(super) fn gemm(weight_type: GgmlType, isa: Isa, kept: bool) -> Option<GemmFn
         Isa::Avx2 | Isa::Avx512 => avx2_gemm::gemm(weight_type, false),
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2Vnni => avx2_gemm::gemm(weight_type, true),
+        #[cfg(target_arch = "aarch64")]
+        Isa::NeonDotprod => neon_gemm::gemm(weight_type, false),
+        #[cfg(target_arch = "aarch64")]
+        Isa::NeonI8mm => neon_gemm::gemm(weight_type, true),
         _ => None,
     }
 }

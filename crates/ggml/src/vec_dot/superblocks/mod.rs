@@ -17,8 +17,8 @@
 //! total, and so agree with it bit for bit.
 //!
 //! `avx512_gemm` is the matrix-matrix kernel ([`crate::vec_dot::gemm`]) of Q4_K, Q5_K and
-//! Q6_K, `avx2_gemm` that of Q2_K to Q6_K: panels of eight weight rows unpacked once, walked
-//! against many activation rows.
+//! Q6_K, `avx2_gemm` that of Q2_K to Q6_K, `neon_gemm` that of all six types: panels of eight
+//! weight rows unpacked once, walked against many activation rows.
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -32,6 +32,8 @@ mod driver;
 mod layout;
 #[cfg(target_arch = "aarch64")]
 mod neon;
+#[cfg(target_arch = "aarch64")]
+mod neon_gemm;
 mod q8_k;
 mod scalar;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
@@ -55,7 +57,7 @@ pub(super) fn kernel(weight_type: GgmlType, isa: Isa) -> Option<KernelFns> {
         #[cfg(target_arch = "aarch64")]
         Isa::Neon => neon::kernel(weight_type, false),
         #[cfg(target_arch = "aarch64")]
-        Isa::NeonDotprod => neon::kernel(weight_type, true),
+        Isa::NeonDotprod | Isa::NeonI8mm => neon::kernel(weight_type, true),
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
         Isa::Simd128 => simd128::kernel(weight_type),
         _ => None,
@@ -63,9 +65,13 @@ pub(super) fn kernel(weight_type: GgmlType, isa: Isa) -> Option<KernelFns> {
 }
 
 /// The GEMM for `weight_type` on `isa`, where there is one: AVX-512 VNNI, Q4_K, Q5_K, Q6_K;
-/// AVX2, Q2_K to Q6_K (also on AVX-512, for the types without an AVX-512 VNNI GEMM).
-// Only x86-64 has a GEMM yet: elsewhere every instruction set answers None.
-#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+/// AVX2, Q2_K to Q6_K (also on AVX-512, for the types without an AVX-512 VNNI GEMM); NEON
+/// with dotprod (`sdot`) or i8mm (`smmla`), all six types.
+// Only x86-64 and aarch64 have GEMMs: elsewhere every instruction set answers None.
+#[cfg_attr(
+    not(any(target_arch = "x86_64", target_arch = "aarch64")),
+    allow(unused_variables)
+)]
 pub(super) fn gemm(weight_type: GgmlType, isa: Isa) -> Option<GemmFns> {
     match isa {
         #[cfg(target_arch = "x86_64")]
@@ -76,6 +82,10 @@ pub(super) fn gemm(weight_type: GgmlType, isa: Isa) -> Option<GemmFns> {
         Isa::Avx2 | Isa::Avx512 => avx2_gemm::gemm(weight_type, false),
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2Vnni => avx2_gemm::gemm(weight_type, true),
+        #[cfg(target_arch = "aarch64")]
+        Isa::NeonDotprod => neon_gemm::gemm(weight_type, false),
+        #[cfg(target_arch = "aarch64")]
+        Isa::NeonI8mm => neon_gemm::gemm(weight_type, true),
         _ => None,
     }
 }
