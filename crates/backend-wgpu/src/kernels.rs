@@ -30,6 +30,13 @@ pub(crate) enum Kernel {
         rows: u32,
         gated: Option<u32>,
     },
+    /// The same, for the types with a unit file (`Quant::matvec_unit`), read in units side
+    /// by side.
+    MatvecUnits {
+        quant: Quant,
+        rows: u32,
+        gated: Option<u32>,
+    },
     Embed(Quant),
     RmsNorm,
     AddRmsNorm,
@@ -52,6 +59,7 @@ impl Kernel {
             Kernel::MatmulSubgroup(_) => "matmul_subgroup",
             Kernel::Matvec { .. } => "matvec",
             Kernel::MatvecSubgroup { .. } => "matvec_subgroup",
+            Kernel::MatvecUnits { .. } => "matvec_units",
             Kernel::Embed(_) => "embed",
             Kernel::RmsNorm => "rms_norm",
             Kernel::AddRmsNorm => "add_rms_norm",
@@ -74,6 +82,7 @@ impl Kernel {
             Kernel::MatmulSubgroup(_) => include_str!("shaders/matmul_subgroup.wgsl"),
             Kernel::Matvec { .. } => include_str!("shaders/matvec.wgsl"),
             Kernel::MatvecSubgroup { .. } => include_str!("shaders/matvec_subgroup.wgsl"),
+            Kernel::MatvecUnits { .. } => include_str!("shaders/matvec_units.wgsl"),
             Kernel::Embed(_) => include_str!("shaders/embed.wgsl"),
             Kernel::RmsNorm => include_str!("shaders/rms_norm.wgsl"),
             Kernel::AddRmsNorm => include_str!("shaders/add_rms_norm.wgsl"),
@@ -94,7 +103,8 @@ impl Kernel {
     pub fn label(self) -> String {
         match self {
             Kernel::Matvec { quant, rows, gated }
-            | Kernel::MatvecSubgroup { quant, rows, gated } => format!(
+            | Kernel::MatvecSubgroup { quant, rows, gated }
+            | Kernel::MatvecUnits { quant, rows, gated } => format!(
                 "{} {} × {rows}{}",
                 self.name(),
                 quant.wgsl_fn(),
@@ -111,7 +121,9 @@ impl Kernel {
     fn quant(self) -> Option<Quant> {
         match self {
             Kernel::Matmul(q) | Kernel::MatmulSubgroup(q) | Kernel::Embed(q) => Some(q),
-            Kernel::Matvec { quant, .. } | Kernel::MatvecSubgroup { quant, .. } => Some(quant),
+            Kernel::Matvec { quant, .. }
+            | Kernel::MatvecSubgroup { quant, .. }
+            | Kernel::MatvecUnits { quant, .. } => Some(quant),
             _ => None,
         }
     }
@@ -131,6 +143,14 @@ impl Kernel {
             _ => {}
         }
         let quant = self.quant()?;
+        if let Kernel::MatvecUnits { rows, gated, .. } = self {
+            let (unit, _) = quant.matvec_unit()?;
+            return Some(format!(
+                "{}\nconst ROWS: u32 = {rows}u;\n{}\n{unit}\n",
+                include_str!("shaders/matvec_io.wgsl"),
+                matvec_finish(gated),
+            ));
+        }
         let dequant = format!(
             "{}\n{}\nfn dq4(row: u32, g: u32) -> vec4<f32> {{\n    return {}(row, g);\n}}\n",
             include_str!("shaders/weight_bytes.wgsl"),
@@ -139,13 +159,7 @@ impl Kernel {
         );
         Some(match self {
             Kernel::Matvec { rows, gated, .. } | Kernel::MatvecSubgroup { rows, gated, .. } => {
-                let finish = match gated {
-                    Some(act) => format!(
-                        "{ACTIVATIONS}\n{}\nconst ACT: u32 = {act}u;\n",
-                        include_str!("shaders/matvec_gated.wgsl")
-                    ),
-                    None => include_str!("shaders/matvec_store.wgsl").to_owned(),
-                };
+                let finish = matvec_finish(gated);
                 format!(
                     "{dequant}\n{}\nconst ROWS: u32 = {rows}u;\n{}\n{finish}\n\
                      fn dot_group(rows: array<u32, ROWS>, g: u32, xb: u32, \
@@ -160,6 +174,19 @@ impl Kernel {
             }
             _ => dequant,
         })
+    }
+}
+
+/// What the mat-vec kernels write (`finish`): the product, or the gated FFN's act(gate) ⊙ the
+/// product, with the activation's code.
+fn matvec_finish(gated: Option<u32>) -> String {
+    match gated {
+        Some(act) => format!(
+            "{}\n{}\nconst ACT: u32 = {act}u;\n",
+            include_str!("shaders/activations.wgsl"),
+            include_str!("shaders/matvec_gated.wgsl")
+        ),
+        None => include_str!("shaders/matvec_store.wgsl").to_owned(),
     }
 }
 
@@ -182,12 +209,26 @@ impl Kernels {
         };
         let label = kernel.label();
         let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let module = gpu
-            .device
-            .create_shader_module(wgpu::ShaderModuleDescriptor {
-                label: Some(&label),
-                source: wgpu::ShaderSource::Wgsl(source.into()),
-            });
+        // The runtime checks wgpu adds, but for the bound on every loop's iterations
+        // (`force_loop_bounding`, a counter each loop also decrements and tests): with it
+        // the mat-vec kernels read 7B's Q4_K weights at 350 (matvec_units) and 440
+        // (matvec_subgroup) GB/s on the H200 through Vulkan, without it at 750 and 530, and
+        // the prompt's tiled product ran 2.5× as fast. (Why is not known: perhaps the
+        // counter keeps NVIDIA's compiler from unrolling the loops over ROWS.) Bounds checks
+        // cost nothing measurable there and stay.
+        let mut checks = wgpu::ShaderRuntimeChecks::checked();
+        checks.force_loop_bounding = false;
+        // SAFETY: every loop of every kernel here ends: their bounds are the kernel's
+        // parameters and constants, and each iteration moves its index towards them.
+        let module = unsafe {
+            gpu.device.create_shader_module_trusted(
+                wgpu::ShaderModuleDescriptor {
+                    label: Some(&label),
+                    source: wgpu::ShaderSource::Wgsl(source.into()),
+                },
+                checks,
+            )
+        };
         let pipeline = gpu
             .device
             .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {

@@ -70,7 +70,7 @@ pub struct WgpuBackend {
     max_binding: u64,
     /// Whether the matrix products use subgroup operations (where the device has them).
     subgroups: bool,
-    /// Rows per subgroup (or workgroup) of the mat-vec kernels.
+    /// Rows per subgroup (or workgroup) of the mat-vec kernels but `matvec_units.wgsl`.
     matvec_rows: u32,
 }
 
@@ -82,6 +82,12 @@ const MATVEC_MAX_TOKENS: usize = 4;
 /// many rows. On the H200 (Vulkan), 7B Q4_K_M decoded at 41.8, 48.6 and 45.6 tokens/s with
 /// 1, 2 and 4.
 const MATVEC_ROWS: u32 = 2;
+
+/// Rows per workgroup of `matvec_units.wgsl` (128 invocations). On the H200 (Vulkan) its
+/// Q4_K products of 7B (64 steps) took 245, 253 and 269 ms in all with 2, 4 and 8 rows, and
+/// with 4 rows on 64, 128 and 256 invocations 258, 253 and 291 ms, each invocation taking two
+/// units at a time; 237 ms with 4 rows on 128 taking one, as it does now.
+const MATVEC_UNIT_ROWS: u32 = 4;
 
 impl WgpuBackend {
     /// Opens the best GPU adapter wgpu finds. Fails when there is none.
@@ -309,7 +315,23 @@ impl WgpuBackend {
             for chunk in &matrix.chunks {
                 let (kernel, params, workgroups, z) = if n <= MATVEC_MAX_TOKENS {
                     let (quant, rows) = (matrix.quant, self.matvec_rows);
-                    let group = quant.matvec_dot().1;
+                    let (kernel, group, rows_per_workgroup) = match (quant.matvec_unit(), subgroup)
+                    {
+                        (Some((_, values)), Some(_)) => {
+                            let rows = MATVEC_UNIT_ROWS;
+                            (Kernel::MatvecUnits { quant, rows, gated }, values, rows)
+                        }
+                        (None, Some(size)) => (
+                            Kernel::MatvecSubgroup { quant, rows, gated },
+                            quant.matvec_dot().1,
+                            rows * 64 / size,
+                        ),
+                        (_, None) => (
+                            Kernel::Matvec { quant, rows, gated },
+                            quant.matvec_dot().1,
+                            rows,
+                        ),
+                    };
                     let params = u32s(&[
                         chunk.n_rows,
                         k / group,
@@ -318,13 +340,12 @@ impl WgpuBackend {
                         chunk.first_row,
                         m,
                     ]);
-                    let rows_per_workgroup =
-                        rows as usize * subgroup.map_or(1, |size| 64 / size as usize);
-                    let kernel = match subgroup {
-                        Some(_) => Kernel::MatvecSubgroup { quant, rows, gated },
-                        None => Kernel::Matvec { quant, rows, gated },
-                    };
-                    (kernel, params, chunk.n_rows.div_ceil(rows_per_workgroup), n)
+                    (
+                        kernel,
+                        params,
+                        chunk.n_rows.div_ceil(rows_per_workgroup as usize),
+                        n,
+                    )
                 } else {
                     // Tokens per workgroup: TOKENS in matmul*.wgsl.
                     const TOKENS: usize = 16;

@@ -68,6 +68,18 @@ impl Quant {
             Quant::Q6K => ("dot_q6_k", 64),
         }
     }
+
+    /// The unit file of `shaders/matvec_units.wgsl` for this type and the values of one
+    /// unit; None for the types that take `matvec_subgroup.wgsl`. Only Q4_K has one: a
+    /// unit file of Q6_K (a word of each of its three runs of bits per invocation, 16 values)
+    /// read 7B's Q6_K weights at 650-800 GB/s on the H200 (by rows and workgroup size), the
+    /// group per invocation of `matvec_dot.wgsl` at 845.
+    pub fn matvec_unit(self) -> Option<(&'static str, usize)> {
+        match self {
+            Quant::Q4K => Some((include_str!("shaders/matvec_unit_q4_k.wgsl"), 32)),
+            _ => None,
+        }
+    }
 }
 
 /// Every type with a kernel, for the tests.

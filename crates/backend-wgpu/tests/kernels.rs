@@ -74,12 +74,18 @@ fn embedding_rows_dequantize_as_ggml_does_for_every_type() {
 /// per workgroup on the second: chunks of 8 to 56 rows leave the last subgroup or workgroup
 /// part empty on both.
 fn both_matmul_paths(gpu: WgpuBackend) -> Vec<WgpuBackend> {
-    let mut paths = vec![with_small_bindings(gpu)];
+    both_reductions(gpu)
+        .into_iter()
+        .map(with_small_bindings)
+        .collect()
+}
+
+/// The two paths of `both_matmul_paths`, with the adapter's bindings.
+fn both_reductions(gpu: WgpuBackend) -> Vec<WgpuBackend> {
+    let mut paths = vec![gpu];
     if paths[0].uses_subgroups() {
         let fallback = common::gpu("both_matmul_paths").expect("a second device");
-        paths.push(with_small_bindings(
-            fallback.without_subgroups().with_matvec_rows(3),
-        ));
+        paths.push(fallback.without_subgroups().with_matvec_rows(3));
     } else {
         plumb_testutil::skip(
             "matmul_matches_the_reference_for_every_type_and_batch_size",
@@ -118,6 +124,39 @@ fn matmul_matches_the_reference_for_every_type_and_batch_size() {
             );
             let err = max_rel_diff(&got, &expected);
             assert!(err <= 1e-5, "{ty}, {n} tokens, {path}: off by {err}");
+        }
+    }
+}
+
+/// Decoding products over rows long enough that every invocation of a mat-vec workgroup
+/// takes several of a row's groups or units (48 super-blocks: a Q4_K row is 384 units for
+/// 128 invocations), with 10 rows: the last workgroup of 4 rows is part empty. The adapter's
+/// bindings: an F32 row is 48 KiB.
+#[test]
+fn matvec_over_long_rows_matches_the_reference() {
+    let paths = both_reductions(require_gpu!());
+    let reference = RefBackend::new();
+    let (k, m) = (48 * 256, 10);
+    for (gpu, ty) in paths.iter().flat_map(|g| SUPPORTED_TYPES.map(|ty| (g, ty))) {
+        let mut rng = Rng::new(300 + ty as u64);
+        let tensor = weight(ty, k, m, &rng.values(k * m, 0.1));
+        let (w_gpu, w_ref) = (
+            load(gpu, &tensor, WeightUse::Matrix),
+            load(&reference, &tensor, WeightUse::Matrix),
+        );
+        for n in [1, 3] {
+            let x = rng.values(n * k, 1.0);
+            let got = gpu.matmul(&gpu.upload(n, k, x.clone()).unwrap(), &w_gpu);
+            let expected = reference.matmul(&reference.upload(n, k, x).unwrap(), &w_ref);
+            let err = max_rel_diff(
+                &host(gpu, &got.unwrap()),
+                &host(&reference, &expected.unwrap()),
+            );
+            let path = gpu.uses_subgroups();
+            assert!(
+                err <= 1e-5,
+                "{ty}, {n} tokens, subgroups {path}: off by {err}"
+            );
         }
     }
 }

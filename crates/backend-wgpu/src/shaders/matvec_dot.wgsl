@@ -9,6 +9,9 @@
 //
 // ROWS and `dq4` are defined by the host in the kernel's prelude.
 
+// The weights, as words: blocks of some types start anywhere in a word (`weight_bytes.wgsl`).
+@group(0) @binding(1) var<storage, read> w: array<u32>;
+
 // Groups of four values: any type, through its `dq4` (the float types' only path).
 fn dot_dq4(rows: array<u32, ROWS>, g: u32, xb: u32, acc: ptr<function, array<f32, ROWS>>) {
     let xv = x[xb + g];
