@@ -247,7 +247,7 @@ pub(super) fn unpack_q6_k(b: &[u8]) -> Levels<16> {
 
 /// Sub-block j's element i is `kvalues_iq4nl[nibble]` of `qs[16j + i % 16]`, low nibble
 /// for i < 16.
-fn unpack_iq4_xs(b: &[u8]) -> Levels<8> {
+pub(super) fn unpack_iq4_xs(b: &[u8]) -> Levels<8> {
     let mut l = Levels::new(read_f16(b, iq4_xs::D));
     for (dst, sc) in l.scales.iter_mut().zip(iq4_xs_scales(b)) {
         *dst = i32::from(sc) - 32;
