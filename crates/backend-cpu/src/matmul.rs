@@ -23,11 +23,14 @@ use plumb_ggml::{DotKernel, GemmKernel};
 use plumb_model::{Activations, WeightTensor};
 
 use crate::outliers::{self, RowOutliers};
-use crate::pool::{for_each_unit, split, ThreadPool};
+use crate::pool::{for_each_unit, for_each_unit_in_shares, split, ThreadPool};
 use crate::shared_out::SharedOut;
 
-/// Weight rows per unit of work when decoding one token, and when processing a prompt.
-const ROWS_PER_UNIT_DECODE: usize = 256;
+/// Weight bytes per unit of work when decoding one token (at least one row): units are walked
+/// in each thread's consecutive share (see [`for_each_unit_in_shares`]), so they need only be
+/// small enough to even out the end of a product.
+const UNIT_BYTES_DECODE: usize = 64 * 1024;
+/// Weight rows per unit of work when processing a prompt.
 const ROWS_PER_UNIT_PROMPT: usize = 64;
 /// Bytes of quantized activations walked against one weight row at a time: they stay in L2.
 const ACT_BLOCK_BYTES: usize = 192 * 1024;
@@ -269,13 +272,14 @@ fn matmul_rows(pool: &ThreadPool, x: &HostTensor, w: &Matrix) -> HostTensor {
     let shared = SharedOut::new(&mut out);
     let tokens_per_block = (ACT_BLOCK_BYTES / acts.row_bytes.max(1)).clamp(1, n.max(1));
     // Rows are handed out in chunks to whichever thread is free: cores of a shared machine do
-    // not run at equal speed, and a static split would leave the faster one waiting.
+    // not run at equal speed, and a static split would leave the faster one waiting. One token
+    // streams the weights from memory: each thread walks its own share of them in order.
     let chunk = if n == 1 {
-        ROWS_PER_UNIT_DECODE
+        (UNIT_BYTES_DECODE / row_bytes.max(1)).max(1)
     } else {
         ROWS_PER_UNIT_PROMPT
     };
-    for_each_unit(pool, m.div_ceil(chunk), &|unit| {
+    let work = |unit: usize| {
         let rows = unit * chunk..((unit + 1) * chunk).min(m);
         if n == 1 {
             // SAFETY: output element j of the one token belongs to the unit owning row j.
@@ -309,7 +313,12 @@ fn matmul_rows(pool: &ThreadPool, x: &HostTensor, w: &Matrix) -> HostTensor {
                 }
             }
         });
-    });
+    };
+    if n == 1 {
+        for_each_unit_in_shares(pool, m.div_ceil(chunk), &work);
+    } else {
+        for_each_unit(pool, m.div_ceil(chunk), &work);
+    }
     let mut out = HostTensor::new(n, m, out);
     acts.add_outlier_products(pool, w, &mut out);
     out

@@ -8,7 +8,7 @@
 //! who computes them.
 
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -225,6 +225,54 @@ pub fn for_each_unit(pool: &ThreadPool, n_units: usize, work: &(dyn Fn(usize) + 
     });
 }
 
+/// Runs `work(unit)` for every unit of `0..n_units` on the pool, each thread walking its own
+/// consecutive share of the units in order, and a thread that has finished its share taking
+/// units from the far end of the others'. For decoding, where a product streams its weights
+/// from memory once: each thread reads one long contiguous stretch, which the hardware
+/// prefetchers follow, where units handed out in turn broke every thread's stretch at every
+/// unit (qwen2.5-coder-1.5b decoded at 25 tokens/s with 64 KB units against 33 with 221 KB
+/// ones), and a core slowed by the shared machine still gets help at the end. Each unit is
+/// computed whole by one thread, so results do not depend on who ran it.
+pub fn for_each_unit_in_shares(pool: &ThreadPool, n_units: usize, work: &(dyn Fn(usize) + Sync)) {
+    let n_threads = pool.n_threads();
+    // Share i is the units next..end, both packed into one word so that its owner (taking
+    // from the front) and the others (from the back) claim with one compare-and-swap.
+    let shares: Vec<AtomicU64> = (0..n_threads)
+        .map(|i| {
+            let r = split(n_units, i, n_threads, 1);
+            AtomicU64::new(((r.start as u64) << 32) | r.end as u64)
+        })
+        .collect();
+    let claim = |share: &AtomicU64, from_front: bool| -> Option<usize> {
+        let mut current = share.load(Ordering::Relaxed);
+        loop {
+            let (next, end) = (current >> 32, current & 0xffff_ffff);
+            if next >= end {
+                return None;
+            }
+            let (claimed, new) = if from_front {
+                (next, ((next + 1) << 32) | end)
+            } else {
+                (end - 1, (next << 32) | (end - 1))
+            };
+            match share.compare_exchange_weak(current, new, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return Some(claimed as usize),
+                Err(seen) => current = seen,
+            }
+        }
+    };
+    pool.run(&|i| {
+        while let Some(unit) = claim(&shares[i], true) {
+            work(unit);
+        }
+        for other in (1..n_threads).map(|k| (i + k) % n_threads) {
+            while let Some(unit) = claim(&shares[other], false) {
+                work(unit);
+            }
+        }
+    });
+}
+
 /// The part of `0..n` that thread `index` of `n_threads` owns, in whole multiples of `align`
 /// (the last part takes the remainder).
 pub fn split(n: usize, index: usize, n_threads: usize, align: usize) -> std::ops::Range<usize> {
@@ -291,6 +339,24 @@ mod tests {
             hits.fetch_add(1, Ordering::Relaxed);
         });
         assert_eq!(hits.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn every_unit_runs_once_when_shares_are_taken_and_stolen() {
+        for threads in 1..=3 {
+            let pool = ThreadPool::new(threads).unwrap();
+            for n_units in [0, 1, 2, 5, 64, 1000] {
+                let hits: Vec<AtomicUsize> = (0..n_units).map(|_| AtomicUsize::new(0)).collect();
+                for_each_unit_in_shares(&pool, n_units, &|unit| {
+                    // Uneven units, so that threads finish at different times and steal.
+                    if unit % 7 == 0 {
+                        std::thread::sleep(Duration::from_micros(50));
+                    }
+                    hits[unit].fetch_add(1, Ordering::Relaxed);
+                });
+                assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
+            }
+        }
     }
 
     #[test]

@@ -4,7 +4,10 @@
 //! (`DotKernel::kept_gemm`, as a server's) once, then times walks over all of them (bytes
 //! streamed from memory) and repeated walks over the first panels that fit in L2 (the same
 //! work without the memory traffic), and prints time per product, GB/s of panel bytes and
-//! GMAC/s. Run it on a quiet machine.
+//! GMAC/s. It times the per-row path (`DotKernel::dot` for one token, `dot_many` for more: what
+//! products without a GEMM, and every decode step, use) on the same rows the same two ways, the
+//! rows split between the threads in consecutive parts as the GEMM's panels are. Run it on a
+//! quiet machine.
 
 use std::time::Instant;
 
@@ -39,23 +42,44 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .collect()
     };
 
+    // A random weight row: quantized random values, or for IQ4_XS, which plumb has no
+    // quantizer for, random bytes with each block's f16 scale `d` (its first two bytes) set
+    // to 1/1024.
+    let mut weight_row = |k: usize| -> Result<Vec<u8>, Box<dyn std::error::Error>> {
+        let values = random_row(k);
+        if ty != GgmlType::IQ4_XS {
+            return Ok(quantize_row_to_vec(ty, &values)?);
+        }
+        let mut row: Vec<u8> = values.iter().map(|v| (v * 512.0) as i8 as u8).collect();
+        row.truncate(k / ty.block_size() * ty.block_bytes());
+        for block in row.chunks_exact_mut(ty.block_bytes()) {
+            block[..2].copy_from_slice(&0x1400u16.to_le_bytes());
+        }
+        Ok(row)
+    };
+
     let (panel_rows, panel_bytes) = (gemm.panel_rows(), gemm.panel_bytes(k));
     let n_panels = m.div_ceil(panel_rows);
     let mut panels = vec![0u8; n_panels * panel_bytes];
-    let mut native_bytes = 0;
+    let mut native = Vec::new();
     for (p, panel) in panels.chunks_exact_mut(panel_bytes).enumerate() {
-        let rows: Vec<u8> = (p * panel_rows..((p + 1) * panel_rows).min(m))
-            .flat_map(|_| quantize_row_to_vec(ty, &random_row(k)).expect("quantizes"))
-            .collect();
-        native_bytes += rows.len();
+        let mut rows = Vec::new();
+        for _ in p * panel_rows..((p + 1) * panel_rows).min(m) {
+            rows.extend_from_slice(&weight_row(k)?);
+        }
         gemm.pack_panel_unchecked(&rows, k, panel);
+        native.extend_from_slice(&rows);
     }
+    let row_bytes = native.len() / m;
     let act_bytes = gemm.act_bytes(k);
     let mut acts = vec![0u8; n * act_bytes];
-    let mut quantized = vec![0u8; kernel.act_row_bytes(k)];
-    for act in acts.chunks_exact_mut(act_bytes) {
-        kernel.quantize(&random_row(k), &mut quantized)?;
-        gemm.pack_act_unchecked(&quantized, act);
+    let mut quantized = vec![0u8; n * kernel.act_row_bytes(k)];
+    for (act, q) in acts
+        .chunks_exact_mut(act_bytes)
+        .zip(quantized.chunks_exact_mut(kernel.act_row_bytes(k)))
+    {
+        kernel.quantize(&random_row(k), q)?;
+        gemm.pack_act_unchecked(q, act);
     }
 
     // Each thread walks its share of `panels` (consecutive panels), `reps` times.
@@ -79,37 +103,69 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         start.elapsed().as_secs_f64()
     };
 
+    // The same for the per-row path: each thread's share of the rows in `native`.
+    let walk_rows = |rows: &[u8], reps: usize| -> f64 {
+        let start = Instant::now();
+        std::thread::scope(|s| {
+            let per_thread = (rows.len() / row_bytes).div_ceil(threads) * row_bytes;
+            for part in rows.chunks(per_thread.max(row_bytes)) {
+                let quantized = &quantized;
+                s.spawn(move || {
+                    let mut out = vec![0.0f32; n];
+                    for _ in 0..reps {
+                        for row in part.chunks_exact(row_bytes) {
+                            if n == 1 {
+                                out[0] = kernel.dot_unchecked(row, quantized);
+                            } else {
+                                kernel.dot_many_unchecked(row, quantized, &mut out);
+                            }
+                            std::hint::black_box(&out);
+                        }
+                    }
+                });
+            }
+        });
+        start.elapsed().as_secs_f64()
+    };
+
     println!(
         "{ty} [{k} -> {m}], {n} tokens, {threads} threads: panels {:.1} MB ({:.2} B/weight), \
          native {:.1} MB",
         panels.len() as f64 / 1e6,
         panels.len() as f64 / (m * k) as f64,
-        native_bytes as f64 / 1e6
+        native.len() as f64 / 1e6
     );
     let macs = (n * m * k) as f64;
-    let report = |what: &str, bytes: f64, macs: f64, secs: f64| {
+    let report = |what: &str, bytes: f64, secs: f64| {
         println!(
-            "  {what}: {:.3} ms per product, {:.1} GB/s of panels, {:.1} GMAC/s",
+            "  {what}: {:.3} ms per product, {:.1} GB/s of weights, {:.1} GMAC/s",
             secs * 1e3,
             bytes / secs / 1e9,
             macs / secs / 1e9
         );
     };
-    walk(&panels, 3);
-    let reps = 20;
-    let secs = walk(&panels, reps) / reps as f64;
-    report("whole matrix", panels.len() as f64, macs, secs);
-    let resident = (L2_BYTES * threads / panel_bytes).clamp(threads, n_panels) * panel_bytes;
-    let reps_resident = (reps * panels.len() / resident).max(1);
-    walk(&panels[..resident], reps_resident);
-    let secs = walk(&panels[..resident], reps_resident) / reps_resident as f64;
-    let fraction = resident as f64 / panels.len() as f64;
-    let scaled = secs / fraction;
-    report(
-        "L2-resident panels, scaled to the whole matrix",
-        panels.len() as f64,
-        macs,
-        scaled,
-    );
+    // The whole matrix (streamed from memory), then its first `unit`s that fit in L2 walked
+    // over and over (the same work without the memory traffic), scaled to the whole matrix;
+    // each timed over about half a second, so that the shared machine's noise averages out.
+    let time = |walk: &dyn Fn(&[u8], usize) -> f64, all: &[u8], unit: usize, what: &str| {
+        let reps = (0.5 / (walk(all, 3) / 3.0)).clamp(3.0, 100_000.0) as usize;
+        report(
+            &format!("{what}, whole matrix"),
+            all.len() as f64,
+            walk(all, reps) / reps as f64,
+        );
+        let resident = (L2_BYTES * threads / unit).clamp(threads, all.len() / unit) * unit;
+        let reps_resident = (reps * all.len() / resident).max(1);
+        walk(&all[..resident], reps_resident);
+        let secs = walk(&all[..resident], reps_resident) / reps_resident as f64;
+        report(
+            &format!("{what}, L2-resident, scaled to the whole matrix"),
+            all.len() as f64,
+            secs * all.len() as f64 / resident as f64,
+        );
+    };
+    time(&walk, &panels, panel_bytes, "GEMM");
+    let per_row = if n == 1 { "dot" } else { "dot_many" };
+    time(&walk_rows, &native, row_bytes, per_row);
     Ok(())
 }

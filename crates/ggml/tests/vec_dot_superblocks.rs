@@ -428,12 +428,13 @@ proptest! {
 const GEMM_TYPES: [GgmlType; 3] = [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K];
 /// The types with a GEMM with AVX2 (and with AVX-512 without VNNI).
 #[cfg(target_arch = "x86_64")]
-const AVX2_GEMM_TYPES: [GgmlType; 5] = [
+const AVX2_GEMM_TYPES: [GgmlType; 6] = [
     GgmlType::Q2_K,
     GgmlType::Q3_K,
     GgmlType::Q4_K,
     GgmlType::Q5_K,
     GgmlType::Q6_K,
+    GgmlType::IQ4_XS,
 ];
 
 /// One GEMM case: up to a panel of weight rows (and a row more, which must be left out)
@@ -590,7 +591,7 @@ fn gemm_types_have_a_gemm_with_vnni() {
     }
 }
 
-/// Q2_K to Q6_K have a GEMM where the CPU has AVX2 (the tests above check it with
+/// Q2_K to Q6_K and IQ4_XS have a GEMM where the CPU has AVX2 (the tests above check it with
 /// `PLUMB_CPU_ISA` unset, and alone with `PLUMB_CPU_ISA=avx2`).
 #[cfg(target_arch = "x86_64")]
 #[test]

@@ -1,5 +1,5 @@
-//! The AVX2 GEMM ([`crate::vec_dot::gemm`]) of Q2_K, Q3_K, Q4_K, Q5_K and Q6_K against Q8_K
-//! activations, for the CPUs without VNNI (and those with AVX-512 but not VNNI).
+//! The AVX2 GEMM ([`crate::vec_dot::gemm`]) of Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS against
+//! Q8_K activations, for the CPUs without VNNI (and those with AVX-512 but not VNNI).
 //!
 //! A panel holds eight weight rows, one i32 lane of a 256-bit register each. Per super-block
 //! it stores the rows' 256 levels as the scalar kernel unpacks them (offsets applied: Q3_K's
@@ -17,6 +17,13 @@
 //! sub-block sums, `vpmaddwd` with the panel's mins in pairs. One conversion and one FMA per
 //! super-block (two with mins) apply the f32 scales.
 //!
+//! IQ4_XS's levels (−127..=113) are too large for that: a pair of products with activations
+//! plus 128 reaches 2·255·127, past the i16 bound. Its activations are packed as they are and
+//! its levels multiplied as magnitudes, `vpsignb` moving each level's sign onto the activation
+//! byte it meets, as ggml's IQ4_XS kernels do: a pair is at most 2·127·127 (Q8_K quants are
+//! within ±127), and needs no correction. It costs one `vpsignb` per chunk and activation row,
+//! and a `vpmaddwd` per chunk instead of per few chunks.
+//!
 //! With AVX-VNNI ([`crate::Isa::Avx2Vnni`]) the same panels and activations meet in
 //! `vpdpbusd`, which adds four products into an i32 lane without saturating: one instruction
 //! per chunk, and one `vpmulld` by the sub-block scales per sub-block.
@@ -26,7 +33,7 @@
 
 use std::arch::x86_64::*;
 
-use super::layout::{Q2_K_BYTES, Q3_K_BYTES, Q4_K_BYTES, Q5_K_BYTES, Q6_K_BYTES};
+use super::layout::{IQ4_XS_BYTES, Q2_K_BYTES, Q3_K_BYTES, Q4_K_BYTES, Q5_K_BYTES, Q6_K_BYTES};
 use super::q8_k::{self, Q8_K_BYTES};
 use super::scalar::{self, Levels};
 use crate::vec_dot::gemm::GemmFns;
@@ -52,6 +59,7 @@ pub(super) fn gemm(weight_type: GgmlType, vnni: bool) -> Option<GemmFns> {
         T::Q4_K => fns::<Q4K>(vnni),
         T::Q5_K => fns::<Q5K>(vnni),
         T::Q6_K => fns::<Q6K>(vnni),
+        T::IQ4_XS => fns::<Iq4Xs>(vnni),
         _ => return None,
     })
 }
@@ -108,6 +116,10 @@ trait Format {
     const CHUNKS_PER_SUM: usize;
     /// Whether the type has mins (applied through the activation's sub-block sums).
     const MINS: bool;
+    /// Whether the levels are multiplied as magnitudes against activations that carry their
+    /// signs (activations packed without the 128 offset, no corrections), for levels too large
+    /// for the offset's pair bound.
+    const SIGNED: bool = false;
     fn unpack(block: &[u8]) -> Unpacked;
 }
 
@@ -116,6 +128,7 @@ struct Q3K;
 struct Q4K;
 struct Q5K;
 struct Q6K;
+struct Iq4Xs;
 
 impl Format for Q2K {
     const WEIGHT_BYTES: usize = Q2_K_BYTES;
@@ -172,11 +185,24 @@ impl Format for Q6K {
     }
 }
 
+impl Format for Iq4Xs {
+    const WEIGHT_BYTES: usize = IQ4_XS_BYTES;
+    const SUB_BLOCKS: usize = 8;
+    /// Magnitudes up to 127 against activations within ±127: 2·127·127 = 32258.
+    const CHUNKS_PER_SUM: usize = 1;
+    const MINS: bool = false;
+    const SIGNED: bool = true;
+    fn unpack(block: &[u8]) -> Unpacked {
+        unpacked(scalar::unpack_iq4_xs(block))
+    }
+}
+
 /// The byte layout of a panel super-block of format `F`: its values; per sub-block the
 /// 32 bytes whose i16 lane pairs are (scale, scale) of the lane's row; the rows' i32
 /// corrections; with mins, per pair of sub-blocks (2i, 2i + 1) the 32 bytes whose lane r holds
 /// row r's two mins as i16; `d` and, with mins, `dmin` as f32 lanes. And of a packed
-/// activation super-block: the 256 quants plus 128, with mins the sub-block sums as i16, `d`.
+/// activation super-block: the 256 quants plus 128 (as they are for [`Format::SIGNED`]), with
+/// mins the sub-block sums as i16, `d`.
 struct Layout<F>(F);
 
 impl<F: Format> Layout<F> {
@@ -210,7 +236,9 @@ fn pack_panel<F: Format>(rows: &[u8], n_blocks: usize, out: &mut [u8]) {
             let mut correction = 0i32;
             for (j, q) in u.q.chunks_exact(sub_len).enumerate() {
                 let scale = u.scales[j];
-                correction -= 128 * scale * q.iter().map(|&q| i32::from(q)).sum::<i32>();
+                if !F::SIGNED {
+                    correction -= 128 * scale * q.iter().map(|&q| i32::from(q)).sum::<i32>();
+                }
                 // Scales are 6-bit, or Q6_K's i8.
                 let [lo, hi] = (scale as i16).to_le_bytes();
                 o[Layout::<F>::SCALES + 32 * j + 4 * r..][..4].copy_from_slice(&[lo, hi, lo, hi]);
@@ -236,8 +264,9 @@ fn pack_act<F: Format>(act: &[u8], out: &mut [u8]) {
         .chunks_exact(Q8_K_BYTES)
         .zip(out.chunks_exact_mut(Layout::<F>::ACT_BYTES))
     {
+        let offset = if F::SIGNED { 0 } else { 0x80 };
         for (o, &q) in o[..QK_K].iter_mut().zip(q8_k::qs(block)) {
-            *o = q ^ 0x80;
+            *o = q ^ offset;
         }
         if F::MINS {
             for j in 0..F::SUB_BLOCKS {
@@ -302,8 +331,14 @@ impl<F: Format, const VNNI: bool> PanelBlocks for Panel<F, VNNI> {
             let mut sums = [_mm256_setzero_si256(); N];
             for c in j * sub_chunks..(j + 1) * sub_chunks {
                 let w = load(panel.add(c * CHUNK));
+                let magnitudes = _mm256_abs_epi8(w);
                 for i in 0..N {
-                    sums[i] = _mm256_dpbusd_avx_epi32(sums[i], bytes4(acts[i].add(4 * c)), w);
+                    let a = bytes4(acts[i].add(4 * c));
+                    sums[i] = if F::SIGNED {
+                        _mm256_dpbusd_avx_epi32(sums[i], magnitudes, _mm256_sign_epi8(a, w))
+                    } else {
+                        _mm256_dpbusd_avx_epi32(sums[i], a, w)
+                    };
                 }
             }
             for i in 0..N {
@@ -315,10 +350,16 @@ impl<F: Format, const VNNI: bool> PanelBlocks for Panel<F, VNNI> {
             let mut pairs = [_mm256_setzero_si256(); N];
             for c in first..first + F::CHUNKS_PER_SUM {
                 let w = load(panel.add(c * CHUNK));
+                let magnitudes = _mm256_abs_epi8(w);
                 // Indexed so that the loops unroll and the sums stay in registers.
                 for i in 0..N {
                     let a = bytes4(acts[i].add(4 * c));
-                    pairs[i] = _mm256_add_epi16(pairs[i], _mm256_maddubs_epi16(a, w));
+                    let pair = if F::SIGNED {
+                        _mm256_maddubs_epi16(magnitudes, _mm256_sign_epi8(a, w))
+                    } else {
+                        _mm256_maddubs_epi16(a, w)
+                    };
+                    pairs[i] = _mm256_add_epi16(pairs[i], pair);
                 }
             }
             for i in 0..N {

