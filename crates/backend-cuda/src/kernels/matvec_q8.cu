@@ -261,10 +261,14 @@ struct Q8_0_Q8 : Q8_0 {
     }
 };
 
-// The single-row kernels' Q8_0: a chunk is a whole block, so that its scale and its activation
-// block's are loaded once per 32 weights instead of once per 8 as in Q8_0_Q8, and its 8 words of
-// 2-byte aligned quants take 9 loads instead of 12. 7B Q8_0 tg128: 209 tokens/s with Q8_0_Q8's
-// quarter blocks, 272 with half blocks, 289 with whole ones (the same with one chunk ahead).
+// The mat-vec kernels' Q8_0 (1 to 8 activation rows): a chunk is a whole block, so that its scale
+// and its activation block's are loaded once per 32 weights instead of once per 8 as in Q8_0_Q8,
+// and its 8 words of 2-byte aligned quants take 9 loads instead of 12. 7B Q8_0 tg128: 209
+// tokens/s with Q8_0_Q8's quarter blocks, 272 with half blocks, 289 with whole ones (the same
+// with one chunk ahead). Every row count takes the same layout, so that a row sums in the same
+// order however many rows share the launch: decoding in batches of 2 to 8 then equals decoding
+// token by token to the bit (with quarter blocks for 2 to 8 rows, gemma3-270m's logits parted
+// by 2e-2 relative RMS, rounding flips in the next 8-bit quantizations).
 struct Q8_0_Q8_Blocks : Q8_0_Q8 {
     static constexpr int CH = 32;
     static constexpr int AHEAD = UQ_Q8_0_BLOCKS;
@@ -527,10 +531,9 @@ __device__ __forceinline__ void matvec_q8(const Products& ps,
 // A single activation row (decoding one sequence) takes one weight row a warp: twice the
 // warps of ROWS, so twice the loads in flight, where the product of a few megabytes is bound by
 // memory latency rather than by instructions. 7B Q4_K_M tg128 with CUDA graphs: 297.8 tokens/s
-// with 2 rows, 323.0 with 1; loading 4 chunks ahead instead of 2 gave 297.9. T1 is the type's
-// layout for that kernel: its own where a wider chunk measured faster (Q8_0), else T.
-#define MVQ_ALL(name, T, T1, R) \
-    MVQ(name, T1, 1, 1) MVQ(name, T, 2, R) MVQ(name, T, 3, R) MVQ(name, T, 4, R) \
+// with 2 rows, 323.0 with 1; loading 4 chunks ahead instead of 2 gave 297.9.
+#define MVQ_ALL(name, T, R) \
+    MVQ(name, T, 1, 1) MVQ(name, T, 2, R) MVQ(name, T, 3, R) MVQ(name, T, 4, R) \
     MVQ(name, T, 5, R) MVQ(name, T, 6, R) MVQ(name, T, 7, R) MVQ(name, T, 8, R)
 
 // Batched decoding: the 8 activation rows of group blockIdx.y times BATCH_ROWS weight rows a
@@ -553,10 +556,10 @@ MMQ(q4_k, Q4_K_Q8)
 MMQ(q5_k, Q5_K_Q8)
 MMQ(q6_k, Q6_K_Q8)
 
-MVQ_ALL(q4_0, Q4_0_Q8, Q4_0_Q8, ROWS)
-MVQ_ALL(q4_1, Q4_1_Q8, Q4_1_Q8, ROWS)
-MVQ_ALL(q5_0, Q5_0_Q8, Q5_0_Q8, ROWS)
-MVQ_ALL(q8_0, Q8_0_Q8, Q8_0_Q8_Blocks, ROWS)
-MVQ_ALL(q4_k, Q4_K_Q8, Q4_K_Q8, ROWS)
-MVQ_ALL(q5_k, Q5_K_Q8, Q5_K_Q8, ROWS)
-MVQ_ALL(q6_k, Q6_K_Q8, Q6_K_Q8, ROWS)
+MVQ_ALL(q4_0, Q4_0_Q8, ROWS)
+MVQ_ALL(q4_1, Q4_1_Q8, ROWS)
+MVQ_ALL(q5_0, Q5_0_Q8, ROWS)
+MVQ_ALL(q8_0, Q8_0_Q8_Blocks, ROWS)
+MVQ_ALL(q4_k, Q4_K_Q8, ROWS)
+MVQ_ALL(q5_k, Q5_K_Q8, ROWS)
+MVQ_ALL(q6_k, Q6_K_Q8, ROWS)
