@@ -33,9 +33,10 @@
 
 use std::arch::x86_64::*;
 
+use super::gemm_unpacked::{unpacked, Unpacked};
 use super::layout::{IQ4_XS_BYTES, Q2_K_BYTES, Q3_K_BYTES, Q4_K_BYTES, Q5_K_BYTES, Q6_K_BYTES};
 use super::q8_k::{self, Q8_K_BYTES};
-use super::scalar::{self, Levels};
+use super::scalar;
 use crate::vec_dot::gemm::GemmFns;
 use crate::vec_dot::panel_walk::{self, PanelBlocks};
 use crate::{GgmlType, QK_K};
@@ -81,28 +82,6 @@ fn fns<F: Format>(vnni: bool) -> GemmFns {
             |panel, acts, out| unsafe { run::<F>(panel, acts, out) }
         },
     }
-}
-
-/// A super-block as integers, for any number of sub-blocks up to 16.
-struct Unpacked {
-    q: [i8; QK_K],
-    scales: [i32; 16],
-    mins: [i32; 16],
-    d: f32,
-    dmin: f32,
-}
-
-fn unpacked<const N: usize>(l: Levels<N>) -> Unpacked {
-    let mut u = Unpacked {
-        q: l.q,
-        scales: [0; 16],
-        mins: [0; 16],
-        d: l.d,
-        dmin: l.dmin,
-    };
-    u.scales[..N].copy_from_slice(&l.scales);
-    u.mins[..N].copy_from_slice(&l.mins);
-    u
 }
 
 /// One weight type as this GEMM packs it.

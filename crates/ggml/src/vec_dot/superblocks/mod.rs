@@ -29,6 +29,8 @@ mod avx512;
 #[cfg(target_arch = "x86_64")]
 mod avx512_gemm;
 mod driver;
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+mod gemm_unpacked;
 mod layout;
 #[cfg(target_arch = "aarch64")]
 mod neon;
