@@ -1,6 +1,8 @@
 //! How the NEON GEMMs of both families multiply: the integer sums of eight weight rows (a
 //! panel) with a few activation rows, 16 elements (a *quarter*) at a time, and where each
-//! weight byte lies in the panel for that.
+//! weight byte lies in the panel for that. Also what both families share around it: how a
+//! family's panel format becomes its [`GemmFns`] for either multiply ([`gemm_fns`]), and the
+//! f32 accumulator of a panel's eight rows.
 //!
 //! Both multiplies take signed bytes on both sides and add their products into i32 lanes
 //! exactly; they differ in arrangement:
@@ -20,6 +22,8 @@
 use std::arch::aarch64::*;
 use std::arch::asm;
 use std::ops::Range;
+
+use crate::vec_dot::gemm::GemmFns;
 
 /// Weight rows of a NEON panel: two registers of four i32 lanes.
 pub(super) const ROWS: usize = 8;
@@ -51,6 +55,78 @@ pub(super) trait Multiply {
         acts: &[*const u8; N],
         quarters: Range<usize>,
     ) -> [[int32x4_t; 2]; N];
+}
+
+/// One NEON GEMM's panel format (a weight type in one family's packing), as [`gemm_fns`]
+/// hands it out.
+pub(super) trait NeonGemm {
+    /// Bytes of one panel block (eight rows of one block or super-block).
+    const PANEL_BYTES: usize;
+    /// Bytes of one packed activation block.
+    const ACT_BYTES: usize;
+
+    /// Packs whole weight rows of `n_blocks` blocks, arranged for the multiply `M`.
+    fn pack_panel<M: Multiply>(rows: &[u8], n_blocks: usize, out: &mut [u8]);
+
+    /// Packs one quantized activation row.
+    fn pack_act(act: &[u8], out: &mut [u8]);
+
+    /// `out[t · ROWS + r] = row r · activation t`, multiplying with `M`. `#[inline(always)]`,
+    /// so that it compiles into the `#[target_feature]` functions below.
+    ///
+    /// # Safety
+    /// The panels were packed for `M`, and the CPU has the extension `M` is written for.
+    unsafe fn run<M: Multiply>(panel: &[u8], acts: &[u8], out: &mut [f32]);
+}
+
+/// The GEMM of format `G` (the same panels whether packed for one product or kept); with
+/// `i8mm`, the one that multiplies with `smmla`.
+pub(super) fn gemm_fns<G: NeonGemm>(i8mm: bool) -> GemmFns {
+    // SAFETY (both closures): a family's `gemm` is only reached through `DotKernel` for
+    // Isa::NeonDotprod (without `i8mm`) or Isa::NeonI8mm (with it), which it hands out only
+    // after `Isa::available()` confirmed at run time that this CPU has NEON and dotprod, and
+    // for Isa::NeonI8mm also i8mm.
+    if i8mm {
+        GemmFns {
+            pack_panel: G::pack_panel::<Smmla>,
+            run: |panel, acts, out| unsafe { run_i8mm::<G>(panel, acts, out) },
+            ..gemm_fns::<G>(false)
+        }
+    } else {
+        GemmFns {
+            panel_rows: ROWS,
+            panel_bytes: |n_blocks| n_blocks * G::PANEL_BYTES,
+            pack_panel: G::pack_panel::<Sdot>,
+            act_bytes: |n_blocks| n_blocks * G::ACT_BYTES,
+            pack_act: G::pack_act,
+            run: |panel, acts, out| unsafe { run_dotprod::<G>(panel, acts, out) },
+        }
+    }
+}
+
+#[target_feature(enable = "neon,dotprod")]
+unsafe fn run_dotprod<G: NeonGemm>(panel: &[u8], acts: &[u8], out: &mut [f32]) {
+    G::run::<Sdot>(panel, acts, out)
+}
+
+#[target_feature(enable = "neon,dotprod,i8mm")]
+unsafe fn run_i8mm<G: NeonGemm>(panel: &[u8], acts: &[u8], out: &mut [f32]) {
+    G::run::<Smmla>(panel, acts, out)
+}
+
+/// The f32 sums of a panel's rows for one activation row: rows 0–3 and rows 4–7.
+pub(super) type RowSums = [float32x4_t; 2];
+
+#[inline(always)]
+pub(super) unsafe fn zero_rows() -> RowSums {
+    [vdupq_n_f32(0.0); 2]
+}
+
+#[inline(always)]
+pub(super) unsafe fn store_rows(sums: RowSums, out: &mut [f32]) {
+    let out = &mut out[..ROWS];
+    vst1q_f32(out.as_mut_ptr(), sums[0]);
+    vst1q_f32(out[4..].as_mut_ptr(), sums[1]);
 }
 
 /// `sdot` by element (dotprod).

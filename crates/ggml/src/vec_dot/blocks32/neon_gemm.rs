@@ -26,7 +26,9 @@ use super::formats::{
 };
 use crate::fp::read_f16;
 use crate::vec_dot::gemm::GemmFns;
-use crate::vec_dot::neon_multiply::{Multiply, Sdot, Smmla, QUARTER, ROWS};
+use crate::vec_dot::neon_multiply::{
+    gemm_fns, store_rows, zero_rows, Multiply, NeonGemm, RowSums, QUARTER, ROWS,
+};
 use crate::vec_dot::panel_walk::{self, PanelBlocks};
 use crate::GgmlType;
 
@@ -41,37 +43,14 @@ const GROUP: usize = 4;
 pub(super) fn gemm(weight_type: GgmlType, i8mm: bool) -> Option<GemmFns> {
     use GgmlType as T;
     Some(match weight_type {
-        T::Q4_0 => fns::<Signed<Q4_0>>(i8mm),
-        T::Q5_0 => fns::<Signed<Q5_0>>(i8mm),
-        T::Q8_0 => fns::<Signed<Q8_0>>(i8mm),
-        T::IQ4_NL => fns::<Signed<Iq4Nl>>(i8mm),
-        T::Q4_1 => fns::<Offset<Q4_1>>(i8mm),
-        T::Q5_1 => fns::<Offset<Q5_1>>(i8mm),
+        T::Q4_0 => gemm_fns::<Gemm<Signed<Q4_0>>>(i8mm),
+        T::Q5_0 => gemm_fns::<Gemm<Signed<Q5_0>>>(i8mm),
+        T::Q8_0 => gemm_fns::<Gemm<Signed<Q8_0>>>(i8mm),
+        T::IQ4_NL => gemm_fns::<Gemm<Signed<Iq4Nl>>>(i8mm),
+        T::Q4_1 => gemm_fns::<Gemm<Offset<Q4_1>>>(i8mm),
+        T::Q5_1 => gemm_fns::<Gemm<Offset<Q5_1>>>(i8mm),
         _ => return None,
     })
-}
-
-fn fns<F: Format>(i8mm: bool) -> GemmFns {
-    // SAFETY (both closures): `gemm` is only reached through `DotKernel` for Isa::NeonDotprod
-    // (without `i8mm`) or Isa::NeonI8mm (with it), which it hands out only after
-    // `Isa::available()` confirmed at run time that this CPU has NEON and dotprod, and for
-    // Isa::NeonI8mm also i8mm.
-    if i8mm {
-        GemmFns {
-            pack_panel: pack_panel::<F, Smmla>,
-            run: |panel, acts, out| unsafe { run_i8mm::<F>(panel, acts, out) },
-            ..fns::<F>(false)
-        }
-    } else {
-        GemmFns {
-            panel_rows: ROWS,
-            panel_bytes: |n_blocks| n_blocks * Layout::<F>::BLOCK_BYTES,
-            pack_panel: pack_panel::<F, Sdot>,
-            act_bytes: |n_blocks| n_blocks * Layout::<F>::ACT_BYTES,
-            pack_act: pack_act::<F>,
-            run: |panel, acts, out| unsafe { run_dotprod::<F>(panel, acts, out) },
-        }
-    }
 }
 
 /// One weight type as this GEMM packs it.
@@ -164,14 +143,25 @@ fn pack_act<F: Format>(act: &[u8], out: &mut [u8]) {
     }
 }
 
-#[target_feature(enable = "neon,dotprod")]
-unsafe fn run_dotprod<F: Format>(panel: &[u8], acts: &[u8], out: &mut [f32]) {
-    panel_walk::run::<Panel<F, Sdot>, GROUP>(panel, acts, out)
-}
+/// Format `F` as [`gemm_fns`] hands it out.
+struct Gemm<F>(F);
 
-#[target_feature(enable = "neon,dotprod,i8mm")]
-unsafe fn run_i8mm<F: Format>(panel: &[u8], acts: &[u8], out: &mut [f32]) {
-    panel_walk::run::<Panel<F, Smmla>, GROUP>(panel, acts, out)
+impl<F: Format> NeonGemm for Gemm<F> {
+    const PANEL_BYTES: usize = Layout::<F>::BLOCK_BYTES;
+    const ACT_BYTES: usize = Layout::<F>::ACT_BYTES;
+
+    fn pack_panel<M: Multiply>(rows: &[u8], n_blocks: usize, out: &mut [u8]) {
+        pack_panel::<F, M>(rows, n_blocks, out)
+    }
+
+    fn pack_act(act: &[u8], out: &mut [u8]) {
+        pack_act::<F>(act, out)
+    }
+
+    #[inline(always)]
+    unsafe fn run<M: Multiply>(panel: &[u8], acts: &[u8], out: &mut [f32]) {
+        panel_walk::run::<Panel<F, M>, GROUP>(panel, acts, out)
+    }
 }
 
 #[inline(always)]
@@ -186,19 +176,18 @@ impl<F: Format, M: Multiply> PanelBlocks for Panel<F, M> {
     const ROWS: usize = ROWS;
     const PANEL_BYTES: usize = Layout::<F>::BLOCK_BYTES;
     const ACT_BYTES: usize = Layout::<F>::ACT_BYTES;
-    /// Rows 0–3 and rows 4–7.
-    type Acc = [float32x4_t; 2];
+    type Acc = RowSums;
 
     #[inline(always)]
-    unsafe fn zero() -> [float32x4_t; 2] {
-        [vdupq_n_f32(0.0); 2]
+    unsafe fn zero() -> RowSums {
+        zero_rows()
     }
 
     #[inline(always)]
     unsafe fn block<const N: usize>(
         panel: *const u8,
         acts: &[*const u8; N],
-        acc: &mut [[float32x4_t; 2]; N],
+        acc: &mut [RowSums; N],
     ) {
         let sums = M::sums(panel, acts, 0..QK / QUARTER);
         let scales = Layout::<F>::SCALES;
@@ -223,9 +212,7 @@ impl<F: Format, M: Multiply> PanelBlocks for Panel<F, M> {
     }
 
     #[inline(always)]
-    unsafe fn store(sums: [float32x4_t; 2], out: &mut [f32]) {
-        let out = &mut out[..ROWS];
-        vst1q_f32(out.as_mut_ptr(), sums[0]);
-        vst1q_f32(out[4..].as_mut_ptr(), sums[1]);
+    unsafe fn store(sums: RowSums, out: &mut [f32]) {
+        store_rows(sums, out)
     }
 }

@@ -27,7 +27,9 @@ use super::layout::{IQ4_XS_BYTES, Q2_K_BYTES, Q3_K_BYTES, Q4_K_BYTES, Q5_K_BYTES
 use super::q8_k::{self, Q8_K_BYTES};
 use super::scalar;
 use crate::vec_dot::gemm::GemmFns;
-use crate::vec_dot::neon_multiply::{Multiply, Sdot, Smmla, QUARTER, ROWS};
+use crate::vec_dot::neon_multiply::{
+    gemm_fns, store_rows, zero_rows, Multiply, NeonGemm, RowSums, QUARTER, ROWS,
+};
 use crate::vec_dot::panel_walk::{self, PanelBlocks};
 use crate::{GgmlType, QK_K};
 
@@ -41,37 +43,14 @@ const GROUP: usize = 4;
 pub(super) fn gemm(weight_type: GgmlType, i8mm: bool) -> Option<GemmFns> {
     use GgmlType as T;
     Some(match weight_type {
-        T::Q2_K => fns::<Q2K>(i8mm),
-        T::Q3_K => fns::<Q3K>(i8mm),
-        T::Q4_K => fns::<Q4K>(i8mm),
-        T::Q5_K => fns::<Q5K>(i8mm),
-        T::Q6_K => fns::<Q6K>(i8mm),
-        T::IQ4_XS => fns::<Iq4Xs>(i8mm),
+        T::Q2_K => gemm_fns::<Gemm<Q2K>>(i8mm),
+        T::Q3_K => gemm_fns::<Gemm<Q3K>>(i8mm),
+        T::Q4_K => gemm_fns::<Gemm<Q4K>>(i8mm),
+        T::Q5_K => gemm_fns::<Gemm<Q5K>>(i8mm),
+        T::Q6_K => gemm_fns::<Gemm<Q6K>>(i8mm),
+        T::IQ4_XS => gemm_fns::<Gemm<Iq4Xs>>(i8mm),
         _ => return None,
     })
-}
-
-fn fns<F: Format>(i8mm: bool) -> GemmFns {
-    // SAFETY (both closures): `gemm` is only reached through `DotKernel` for Isa::NeonDotprod
-    // (without `i8mm`) or Isa::NeonI8mm (with it), which it hands out only after
-    // `Isa::available()` confirmed at run time that this CPU has NEON and dotprod, and for
-    // Isa::NeonI8mm also i8mm.
-    if i8mm {
-        GemmFns {
-            pack_panel: pack_panel::<F, Smmla>,
-            run: |panel, acts, out| unsafe { run_i8mm::<F>(panel, acts, out) },
-            ..fns::<F>(false)
-        }
-    } else {
-        GemmFns {
-            panel_rows: ROWS,
-            panel_bytes: |n_blocks| n_blocks * Layout::<F>::BLOCK_BYTES,
-            pack_panel: pack_panel::<F, Sdot>,
-            act_bytes: |n_blocks| n_blocks * Layout::<F>::ACT_BYTES,
-            pack_act: pack_act::<F>,
-            run: |panel, acts, out| unsafe { run_dotprod::<F>(panel, acts, out) },
-        }
-    }
 }
 
 /// One weight type as this GEMM packs it.
@@ -212,14 +191,25 @@ fn pack_act<F: Format>(act: &[u8], out: &mut [u8]) {
     }
 }
 
-#[target_feature(enable = "neon,dotprod")]
-unsafe fn run_dotprod<F: Format>(panel: &[u8], acts: &[u8], out: &mut [f32]) {
-    panel_walk::run::<Panel<F, Sdot>, GROUP>(panel, acts, out)
-}
+/// Format `F` as [`gemm_fns`] hands it out.
+struct Gemm<F>(F);
 
-#[target_feature(enable = "neon,dotprod,i8mm")]
-unsafe fn run_i8mm<F: Format>(panel: &[u8], acts: &[u8], out: &mut [f32]) {
-    panel_walk::run::<Panel<F, Smmla>, GROUP>(panel, acts, out)
+impl<F: Format> NeonGemm for Gemm<F> {
+    const PANEL_BYTES: usize = Layout::<F>::BLOCK_BYTES;
+    const ACT_BYTES: usize = Layout::<F>::ACT_BYTES;
+
+    fn pack_panel<M: Multiply>(rows: &[u8], n_blocks: usize, out: &mut [u8]) {
+        pack_panel::<F, M>(rows, n_blocks, out)
+    }
+
+    fn pack_act(act: &[u8], out: &mut [u8]) {
+        pack_act::<F>(act, out)
+    }
+
+    #[inline(always)]
+    unsafe fn run<M: Multiply>(panel: &[u8], acts: &[u8], out: &mut [f32]) {
+        panel_walk::run::<Panel<F, M>, GROUP>(panel, acts, out)
+    }
 }
 
 /// The two registers (rows 0–3, rows 4–7) of 32-bit values at `p`.
@@ -245,19 +235,18 @@ impl<F: Format, M: Multiply> PanelBlocks for Panel<F, M> {
     const ROWS: usize = ROWS;
     const PANEL_BYTES: usize = Layout::<F>::BLOCK_BYTES;
     const ACT_BYTES: usize = Layout::<F>::ACT_BYTES;
-    /// Rows 0–3 and rows 4–7.
-    type Acc = [float32x4_t; 2];
+    type Acc = RowSums;
 
     #[inline(always)]
-    unsafe fn zero() -> [float32x4_t; 2] {
-        [vdupq_n_f32(0.0); 2]
+    unsafe fn zero() -> RowSums {
+        zero_rows()
     }
 
     #[inline(always)]
     unsafe fn block<const N: usize>(
         panel: *const u8,
         acts: &[*const u8; N],
-        acc: &mut [[float32x4_t; 2]; N],
+        acc: &mut [RowSums; N],
     ) {
         let quarters = QK_K / QUARTER / F::SUB_BLOCKS;
         let mut isum = [[vdupq_n_s32(0); 2]; N];
@@ -296,9 +285,7 @@ impl<F: Format, M: Multiply> PanelBlocks for Panel<F, M> {
     }
 
     #[inline(always)]
-    unsafe fn store(sums: [float32x4_t; 2], out: &mut [f32]) {
-        let out = &mut out[..ROWS];
-        vst1q_f32(out.as_mut_ptr(), sums[0]);
-        vst1q_f32(out[4..].as_mut_ptr(), sums[1]);
+    unsafe fn store(sums: RowSums, out: &mut [f32]) {
+        store_rows(sums, out)
     }
 }
