@@ -59,3 +59,28 @@ if [ ${#need[@]} -gt 0 ]; then
     "${sudo[@]}" apt-get update -qq
     "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${need[@]}"
 fi
+
+# NVRTC (CUDA's run-time compiler, from PyPI's pinned wheel): every CUDA kernel is compiled
+# for Hopper in the tests (crates/backend-cuda's every_kernel_compiles) on machines with no
+# GPU too. Only its shared libraries are kept; tools/test-all.sh puts them on the library path.
+nvrtc_version=13.0.88
+nvrtc_dir="${XDG_CACHE_HOME:-$HOME/.cache}/plumb/nvrtc-$nvrtc_version"
+if [ ! -e "$nvrtc_dir/lib/libnvrtc.so.13" ]; then
+    wheels=$(mktemp -d)
+    arch=$(uname -m)
+    python3 -m pip download -q --no-deps --only-binary=:all: --platform "manylinux_2_12_$arch" \
+        --platform "manylinux_2_17_$arch" --python-version 3 -d "$wheels" \
+        "nvidia-cuda-nvrtc==$nvrtc_version"
+    mkdir -p "$nvrtc_dir.tmp/lib"
+    python3 - "$wheels" "$nvrtc_dir.tmp/lib" <<'PY'
+import pathlib, sys, zipfile
+wheels, out = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+for wheel in wheels.glob("*.whl"):
+    with zipfile.ZipFile(wheel) as z:
+        for name in z.namelist():
+            if "/lib/libnvrtc" in name and ".alt." not in name:
+                (out / pathlib.Path(name).name).write_bytes(z.read(name))
+PY
+    rm -rf "$wheels" "$nvrtc_dir"
+    mv "$nvrtc_dir.tmp" "$nvrtc_dir"
+fi

@@ -25,6 +25,10 @@ if [ -z "${VK_DRIVER_FILES:-}" ]; then
         fi
     done
 fi
+# NVRTC from the wheel tools/install-test-deps.sh fetched, so that the CUDA kernels are
+# compiled (not run) on machines with no CUDA installed.
+LD_LIBRARY_PATH="${XDG_CACHE_HOME:-$HOME/.cache}/plumb/nvrtc-13.0.88/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LD_LIBRARY_PATH
 # lavapipe asks for a runtime directory, which a container may not have.
 if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
     XDG_RUNTIME_DIR="$(mktemp -d)"
