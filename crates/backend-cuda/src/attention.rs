@@ -1,11 +1,13 @@
-//! Attention over the f16 cache: store the batch's K and V rows in their slots; attend
-//! (`kernels/attention.cu`), splitting long contexts across blocks when the batch alone
-//! would leave the GPU idle.
+//! Attention over the f16 cache: store the batch's K and V rows in their slots; attend.
+//! Prompts go to a flash-attention kernel on tensor cores (`kernels/attention_prefill.cu`);
+//! decoding to a flash-decoding kernel (`kernels/attention_decode.cu`) that splits long
+//! contexts across blocks when the batch alone would leave the GPU idle; head dimensions
+//! that neither takes to the general kernel (`kernels/attention.cu`), which splits likewise.
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, CudaView, LaunchConfig, PushKernelArg};
-use plumb_model::{Activations, AttentionStep, Result, Rope, RopeStyle};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, CudaView, LaunchConfig, PushKernelArg};
+use plumb_model::{Activations, AttentionStep, Result, Rope, RopeStyle, TokenPos};
 
 use crate::error::{error, failed};
 use crate::kernels::Kernels;
@@ -14,8 +16,19 @@ use crate::pass_inputs::LayerInputs;
 use crate::tensor::CudaTensor;
 
 const OP: &str = "attention";
-/// Must match `kernels/attention.cu`.
+/// Must match `kernels/attention.cu` and `kernels/attention_decode.cu` (DECODE_WARPS).
 const WARPS: u32 = 4;
+/// Must match `kernels/attention_prefill.cu`.
+const PREFILL_WARPS: u32 = 4;
+const PREFILL_ROWS: u32 = PREFILL_WARPS * 16;
+/// The head dimensions of the tensor-core kernels (`attention_prefill_*`).
+pub(crate) const PREFILL_HEAD_DIMS: [usize; 2] = [64, 128];
+/// The head dimensions and the most query heads per block of the flash-decoding kernels
+/// (`attention_decode_*_*`).
+pub(crate) const DECODE_HEAD_DIMS: [usize; 3] = [64, 128, 256];
+pub(crate) const DECODE_HEADS: [usize; 4] = [1, 2, 4, 8];
+/// Tokens per run of one sequence from which a pass goes to the tensor-core kernel.
+const PROMPT_RUN: usize = 16;
 const MAX_HEAD_DIM: usize = 256;
 /// The fewest positions worth a split of their own: below this, merging costs more than the
 /// parallelism gains.
@@ -131,12 +144,14 @@ impl Attention<'_> {
 
     /// Attends every token of the pass over `layer`, whose keys and values for the pass are
     /// stored. The caller has checked the shapes and block tables.
+    #[allow(clippy::too_many_arguments)]
     pub fn run(
         &self,
         q: &CudaTensor,
         layer: &LayerStore,
         step: &AttentionStep,
         block_size: usize,
+        places: &[TokenPos],
         positions: &CudaView<'_, u32>,
         inputs: &LayerInputs<'_>,
     ) -> Result<CudaTensor> {
@@ -156,27 +171,69 @@ impl Attention<'_> {
         if n_tokens == 0 {
             return Ok(out);
         }
-        let n_tok = n_tokens as u32;
-        let (n_splits, chunk) = self.splits(n_tokens * step.n_head, inputs.max_visible);
-        let partial_len = if n_splits > 1 {
-            n_tokens * step.n_head * n_splits * (hd_v + 2)
-        } else {
-            1
+        let args = Args {
+            n_tokens: n_tokens as u32,
+            n_head: step.n_head as u32,
+            n_head_kv: shape.n_head_kv as u32,
+            window: shape.window.map_or(0, |w| w as u32),
+            block_shift: block_size.trailing_zeros(),
+            scale: step.scale,
         };
-        // SAFETY: with several splits every block writes its whole partial state before
-        // the combine reads it; with one it is not read.
-        let mut partial = unsafe { self.stream.alloc::<f32>(partial_len) }.map_err(failed(OP))?;
-        let (n_head, n_head_kv) = (step.n_head as u32, shape.n_head_kv as u32);
-        let (hd_k, hd_v) = (hd_k as u32, hd_v as u32);
-        let window = shape.window.map_or(0, |w| w as u32);
-        let block_shift = block_size.trailing_zeros();
-        let chunk = chunk as u32;
+        let group = step.n_head / shape.n_head_kv;
+        match path(hd_k, hd_v, group, places) {
+            Path::Prompts { hd } => {
+                self.prompts(q, layer, positions, inputs, &args, hd, &mut out)?
+            }
+            Path::Decode { hd, heads } => {
+                let kernel = &self.kernels.attention_decode[hd][heads];
+                let parts = group.div_ceil(DECODE_HEADS[heads]);
+                let grid_y = shape.n_head_kv * parts;
+                let ctx = Split {
+                    layer,
+                    positions,
+                    inputs,
+                    args: &args,
+                    hd_v,
+                    grid_y,
+                };
+                self.split(q, kernel, &ctx, &[], &mut out)?;
+            }
+            Path::General => {
+                let ctx = Split {
+                    layer,
+                    positions,
+                    inputs,
+                    args: &args,
+                    hd_v,
+                    grid_y: step.n_head,
+                };
+                let dims = [hd_k as u32, hd_v as u32];
+                self.split(q, &self.kernels.attention_partial, &ctx, &dims, &mut out)?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// The tensor-core kernel: one block per (query head, tile of tokens).
+    #[allow(clippy::too_many_arguments)]
+    fn prompts(
+        &self,
+        q: &CudaTensor,
+        layer: &LayerStore,
+        positions: &CudaView<'_, u32>,
+        inputs: &LayerInputs<'_>,
+        args: &Args,
+        hd: usize,
+        out: &mut CudaTensor,
+    ) -> Result<()> {
         let cfg = LaunchConfig {
-            grid_dim: (n_splits as u32, n_head, n_tok),
-            block_dim: (WARPS * 32, 1, 1),
+            grid_dim: (args.n_head, args.n_tokens.div_ceil(PREFILL_ROWS), 1),
+            block_dim: (PREFILL_WARPS * 32, 1, 1),
             shared_mem_bytes: 0,
         };
-        let mut launch = self.stream.launch_builder(&self.kernels.attention_partial);
+        let mut launch = self
+            .stream
+            .launch_builder(&self.kernels.attention_prefill[hd]);
         launch
             .arg(&q.data)
             .arg(&layer.k)
@@ -185,23 +242,76 @@ impl Attention<'_> {
             .arg(&inputs.table_starts)
             .arg(&inputs.tables)
             .arg(&mut out.data)
+            .arg(&args.n_tokens)
+            .arg(&args.n_head)
+            .arg(&args.n_head_kv)
+            .arg(&args.window)
+            .arg(&args.block_shift)
+            .arg(&args.scale);
+        // SAFETY: the block tables are checked to hold every position each token sees, and
+        // their blocks to be in the layer; Q and the output hold n_tokens rows of n_head
+        // heads of `hd` dimensions.
+        unsafe { launch.launch(cfg) }.map_err(failed(OP))?;
+        Ok(())
+    }
+
+    /// A kernel that cuts each token's positions into splits (`attention_decode_*`, or the
+    /// general `attention_partial`, which also takes the head dimensions `dims`), then
+    /// `attention_combine` where there are several.
+    fn split(
+        &self,
+        q: &CudaTensor,
+        kernel: &CudaFunction,
+        ctx: &Split<'_>,
+        dims: &[u32],
+        out: &mut CudaTensor,
+    ) -> Result<()> {
+        let args = ctx.args;
+        let n_tokens = args.n_tokens as usize;
+        let hd_v = ctx.hd_v;
+        let (n_splits, chunk) = self.splits(n_tokens * ctx.grid_y, ctx.inputs.max_visible);
+        let partial_len = if n_splits > 1 {
+            n_tokens * args.n_head as usize * n_splits * (hd_v + 2)
+        } else {
+            1
+        };
+        // SAFETY: with several splits every block writes its whole partial state before
+        // the combine reads it; with one it is not read.
+        let mut partial = unsafe { self.stream.alloc::<f32>(partial_len) }.map_err(failed(OP))?;
+        let chunk = chunk as u32;
+        let cfg = LaunchConfig {
+            grid_dim: (n_splits as u32, ctx.grid_y as u32, args.n_tokens),
+            block_dim: (WARPS * 32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut launch = self.stream.launch_builder(kernel);
+        launch
+            .arg(&q.data)
+            .arg(&ctx.layer.k)
+            .arg(&ctx.layer.v)
+            .arg(ctx.positions)
+            .arg(&ctx.inputs.table_starts)
+            .arg(&ctx.inputs.tables)
+            .arg(&mut out.data)
             .arg(&mut partial)
-            .arg(&n_head)
-            .arg(&n_head_kv)
-            .arg(&hd_k)
-            .arg(&hd_v)
-            .arg(&window)
-            .arg(&block_shift)
-            .arg(&step.scale)
+            .arg(&args.n_head)
+            .arg(&args.n_head_kv);
+        for d in dims {
+            launch.arg(d);
+        }
+        launch
+            .arg(&args.window)
+            .arg(&args.block_shift)
+            .arg(&args.scale)
             .arg(&chunk);
         // SAFETY: the block tables are checked to hold every position each token sees, and
         // their blocks to be in the layer.
         unsafe { launch.launch(cfg) }.map_err(failed(OP))?;
 
         if n_splits > 1 {
-            let n_splits = n_splits as u32;
+            let (n_splits, hd_v) = (n_splits as u32, hd_v as u32);
             let cfg = LaunchConfig {
-                grid_dim: (n_head, n_tok, 1),
+                grid_dim: (args.n_head, args.n_tokens, 1),
                 block_dim: (hd_v.next_multiple_of(32).min(256), 1, 1),
                 shared_mem_bytes: 0,
             };
@@ -209,22 +319,117 @@ impl Attention<'_> {
             launch
                 .arg(&partial)
                 .arg(&mut out.data)
-                .arg(&n_head)
+                .arg(&args.n_head)
                 .arg(&hd_v)
                 .arg(&n_splits);
             // SAFETY: partial holds every split of every (token, head).
             unsafe { launch.launch(cfg) }.map_err(failed(OP))?;
         }
-        Ok(out)
+        Ok(())
     }
 
-    /// How many splits of how many positions each: one split when the (token, head) pairs
-    /// alone give every multiprocessor `BLOCKS_PER_SM` blocks, else enough to, each at least
+    /// How many splits of how many positions each: one split when the blocks of one split
+    /// alone give every multiprocessor `BLOCKS_PER_SM` of them, else enough to, each at least
     /// `MIN_CHUNK` positions.
     fn splits(&self, pairs: usize, max_visible: usize) -> (usize, usize) {
         let wanted = (BLOCKS_PER_SM * self.n_sm).div_ceil(pairs.max(1));
         let n_splits = wanted.min(max_visible.div_ceil(MIN_CHUNK)).max(1);
         let chunk = max_visible.div_ceil(n_splits).max(1);
         (max_visible.div_ceil(chunk).max(1), chunk)
+    }
+}
+
+/// What every attention kernel takes besides its buffers.
+struct Args {
+    n_tokens: u32,
+    n_head: u32,
+    n_head_kv: u32,
+    /// 0 for none.
+    window: u32,
+    block_shift: u32,
+    scale: f32,
+}
+
+/// The buffers and grid of a kernel that splits the positions.
+struct Split<'a> {
+    layer: &'a LayerStore,
+    positions: &'a CudaView<'a, u32>,
+    inputs: &'a LayerInputs<'a>,
+    args: &'a Args,
+    hd_v: usize,
+    /// Blocks per token and split.
+    grid_y: usize,
+}
+
+/// Which kernel attends a pass.
+#[derive(Debug, PartialEq, Eq)]
+enum Path {
+    /// `attention_prefill_{PREFILL_HEAD_DIMS[hd]}`.
+    Prompts { hd: usize },
+    /// `attention_decode_{DECODE_HEAD_DIMS[hd]}_{DECODE_HEADS[heads]}`.
+    Decode { hd: usize, heads: usize },
+    /// `attention_partial`: any head dimensions up to `MAX_HEAD_DIM`.
+    General,
+}
+
+/// The tensor-core kernel for passes whose tokens come in runs of one sequence at least
+/// `PROMPT_RUN` long on average (prompts: the keys a tile loads serve its many tokens), the
+/// flash-decoding kernel for the others (one token or a few per sequence), and the general
+/// kernel for head dimensions neither takes.
+fn path(hd_k: usize, hd_v: usize, group: usize, places: &[TokenPos]) -> Path {
+    if hd_k != hd_v {
+        return Path::General;
+    }
+    let runs = 1 + places.windows(2).filter(|w| w[0].seq != w[1].seq).count();
+    if places.len() >= PROMPT_RUN * runs {
+        if let Some(hd) = PREFILL_HEAD_DIMS.iter().position(|&d| d == hd_k) {
+            return Path::Prompts { hd };
+        }
+    }
+    match DECODE_HEAD_DIMS.iter().position(|&d| d == hd_k) {
+        Some(hd) => {
+            // The fewest heads per block that hold the group, or the most there are.
+            let heads = DECODE_HEADS
+                .iter()
+                .position(|&h| h >= group)
+                .unwrap_or(DECODE_HEADS.len() - 1);
+            Path::Decode { hd, heads }
+        }
+        None => Path::General,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn places(runs: &[(usize, usize)]) -> Vec<TokenPos> {
+        runs.iter()
+            .flat_map(|&(seq, n)| (0..n).map(move |pos| TokenPos { seq, pos }))
+            .collect()
+    }
+
+    #[test]
+    fn prompts_go_to_tensor_cores_and_decoding_to_flash_decoding() {
+        let prompt = places(&[(0, 512)]);
+        assert_eq!(path(128, 128, 1, &prompt), Path::Prompts { hd: 1 });
+        assert_eq!(
+            path(64, 64, 8, &places(&[(0, 20), (1, 30)])),
+            Path::Prompts { hd: 0 }
+        );
+        // One token of each of 64 sequences, or a few of each.
+        let decode = places(&[(0, 1), (1, 1), (2, 1), (3, 3)]);
+        assert_eq!(path(128, 128, 1, &decode), Path::Decode { hd: 1, heads: 0 });
+        assert_eq!(path(64, 64, 7, &decode), Path::Decode { hd: 0, heads: 3 });
+        assert_eq!(path(256, 256, 3, &decode), Path::Decode { hd: 2, heads: 2 });
+        assert_eq!(
+            path(256, 256, 16, &decode),
+            Path::Decode { hd: 2, heads: 3 }
+        );
+        // Tensor cores take no heads of 256; nothing but the general kernel takes 96, or K
+        // and V of different widths.
+        assert_eq!(path(256, 256, 4, &prompt), Path::Decode { hd: 2, heads: 2 });
+        assert_eq!(path(96, 96, 1, &prompt), Path::General);
+        assert_eq!(path(128, 64, 1, &decode), Path::General);
     }
 }

@@ -5,13 +5,15 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaFunction, LaunchConfig};
 use plumb_model::Result;
 
+use crate::attention::{DECODE_HEADS, DECODE_HEAD_DIMS, PREFILL_HEAD_DIMS};
 use crate::error::failed;
 use crate::nvrtc::load_module;
 
 const F16: &str = include_str!("kernels/f16.cuh");
+const TENSOR_CORE: &str = include_str!("kernels/tensor_core.cuh");
 
 /// Each kernel source file, by the name its module and cache entries get.
-pub(crate) fn sources() -> [(&'static str, String); 7] {
+pub(crate) fn sources() -> [(&'static str, String); 9] {
     [
         ("elementwise", include_str!("kernels/elementwise.cu").into()),
         ("rms_norm", include_str!("kernels/rms_norm.cu").into()),
@@ -20,6 +22,17 @@ pub(crate) fn sources() -> [(&'static str, String); 7] {
         (
             "attention",
             format!("{F16}{}", include_str!("kernels/attention.cu")),
+        ),
+        (
+            "attention_decode",
+            format!("{F16}{}", include_str!("kernels/attention_decode.cu")),
+        ),
+        (
+            "attention_prefill",
+            format!(
+                "{F16}{TENSOR_CORE}{}",
+                include_str!("kernels/attention_prefill.cu")
+            ),
         ),
         (
             "fused",
@@ -42,6 +55,10 @@ pub(crate) struct Kernels {
     pub copy_within: CudaFunction,
     pub attention_partial: CudaFunction,
     pub attention_combine: CudaFunction,
+    /// By head dimension and most heads per block (`DECODE_HEAD_DIMS`, `DECODE_HEADS`).
+    pub attention_decode: [[CudaFunction; 4]; 3],
+    /// By head dimension (`PREFILL_HEAD_DIMS`).
+    pub attention_prefill: [CudaFunction; 2],
     pub add_rms_norm: CudaFunction,
     pub rope_store_kv: CudaFunction,
     pub gated_activation_bias: CudaFunction,
@@ -50,20 +67,30 @@ pub(crate) struct Kernels {
 
 impl Kernels {
     pub fn load(ctx: &Arc<CudaContext>) -> Result<Kernels> {
-        let [elementwise, rms_norm, rope, kv, attention, fused, top_k] =
+        let [elementwise, rms_norm, rope, kv, attention, decode, prefill, fused, top_k] =
             sources().map(|(name, source)| load_module(ctx, name, &source));
-        let (elementwise, rms_norm, rope, kv, attention, fused, top_k) = (
+        let (elementwise, rms_norm, rope, kv, attention, decode, prefill, fused, top_k) = (
             elementwise?,
             rms_norm?,
             rope?,
             kv?,
             attention?,
+            decode?,
+            prefill?,
             fused?,
             top_k?,
         );
         let f = |module: &Arc<cudarc::driver::CudaModule>, name: &str| {
             module.load_function(name).map_err(failed("load_module"))
         };
+        let decode_heads = |hd: usize| {
+            let [a, b, c, d] =
+                DECODE_HEADS.map(|heads| f(&decode, &format!("attention_decode_{hd}_{heads}")));
+            Ok::<_, plumb_model::ModelError>([a?, b?, c?, d?])
+        };
+        let [d64, d128, d256] = DECODE_HEAD_DIMS.map(decode_heads);
+        let [p64, p128] =
+            PREFILL_HEAD_DIMS.map(|hd| f(&prefill, &format!("attention_prefill_{hd}")));
         Ok(Kernels {
             add: f(&elementwise, "add")?,
             add_bias: f(&elementwise, "add_bias")?,
@@ -77,6 +104,8 @@ impl Kernels {
             copy_within: f(&kv, "copy_within")?,
             attention_partial: f(&attention, "attention_partial")?,
             attention_combine: f(&attention, "attention_combine")?,
+            attention_decode: [d64?, d128?, d256?],
+            attention_prefill: [p64?, p128?],
             add_rms_norm: f(&fused, "add_rms_norm")?,
             rope_store_kv: f(&fused, "rope_store_kv")?,
             gated_activation_bias: f(&fused, "gated_activation_bias")?,

@@ -384,6 +384,7 @@ impl Backend for CudaBackend {
             layer,
             step,
             tables.block_size(),
+            pass.inputs.places,
             &pass.positions(),
             &pass.group(layer.shape.group),
         )

@@ -1,7 +1,8 @@
 //! Attention over the f16 paged cache against the reference's f32 one: several sequences in
 //! one batch, their blocks scattered over the pool, grouped-query heads, a sliding-window
 //! layer, prompts, decoding (which splits long contexts across blocks) and forks' block
-//! copies.
+//! copies. Heads of 32 dimensions take the general kernel; of 64 and 128 the tensor-core
+//! kernel for prompts and the flash-decoding one for decoding, which also takes 256.
 
 mod common;
 
@@ -11,25 +12,39 @@ use plumb_backend_ref::{HostTensor, RefBackend};
 use plumb_model::{AttentionStep, Backend, KvCache, KvConfig, LayerKv, TokenPos};
 use plumb_testutil::Rng;
 
-const N_HEAD: usize = 8;
-const N_HEAD_KV: usize = 2;
-const HEAD_DIM: usize = 32;
 const BLOCK: usize = 4;
 const WINDOW: usize = 5;
 /// f16 keys and values: about 1e-3 of relative rounding, which the softmax and the weighted
 /// sum do not amplify much.
 const TOL: f32 = 5e-3;
 
+/// Query heads, KV heads and head dimensions.
+#[derive(Clone, Copy, Debug)]
+struct Heads {
+    n_head: usize,
+    n_head_kv: usize,
+    dim: usize,
+}
+
+/// 8 query heads in groups of 4, of 32 dimensions: the general kernel's.
+const GENERAL: Heads = Heads {
+    n_head: 8,
+    n_head_kv: 2,
+    dim: 32,
+};
+
 /// Two layers: layer 0 global, layer 1 with a window (a group of its own).
-fn layers() -> Vec<LayerKv> {
+fn layers(heads: Heads) -> Vec<LayerKv> {
+    let Heads { n_head_kv, dim, .. } = heads;
     vec![
-        LayerKv::new(N_HEAD_KV, HEAD_DIM, HEAD_DIM, None),
-        LayerKv::new(N_HEAD_KV, HEAD_DIM, HEAD_DIM, Some(WINDOW)),
+        LayerKv::new(n_head_kv, dim, dim, None),
+        LayerKv::new(n_head_kv, dim, dim, Some(WINDOW)),
     ]
 }
 
 /// The same cache on both backends, which the same passes page the same way.
 struct Caches {
+    heads: Heads,
     cuda: CudaBackend,
     device: KvCache<CudaBackend>,
     host: KvCache<RefBackend>,
@@ -40,6 +55,7 @@ struct Caches {
 fn attend<B: Backend>(
     backend: &B,
     cache: &mut KvCache<B>,
+    heads: Heads,
     places: &[TokenPos],
     inputs: &[[B::Tensor; 3]],
 ) -> Vec<B::Tensor> {
@@ -50,8 +66,8 @@ fn attend<B: Backend>(
             backend.store_kv(k, v, storage, layer, pass)?;
             let step = AttentionStep {
                 layer,
-                n_head: N_HEAD,
-                scale: 1.0 / (HEAD_DIM as f32).sqrt(),
+                n_head: heads.n_head,
+                scale: 1.0 / (heads.dim as f32).sqrt(),
                 softcap: None,
             };
             out.push(backend.attention(q, storage, &step, pass)?);
@@ -62,10 +78,11 @@ fn attend<B: Backend>(
 }
 
 impl Caches {
-    fn new(cuda: CudaBackend, config: KvConfig) -> Caches {
+    fn new(cuda: CudaBackend, config: KvConfig, heads: Heads) -> Caches {
         Caches {
-            device: kv_cache(&cuda, config, layers()),
-            host: kv_cache(&REF, config, layers()),
+            device: kv_cache(&cuda, config, layers(heads)),
+            host: kv_cache(&REF, config, layers(heads)),
+            heads,
             cuda,
             rng: Rng::new(11),
         }
@@ -84,30 +101,39 @@ impl Caches {
                 let d = self.cuda.upload(n, width, values.clone()).unwrap();
                 (HostTensor::new(n, width, values), d)
             };
-            let (q, qd) = input(N_HEAD * HEAD_DIM);
-            let (k, kd) = input(N_HEAD_KV * HEAD_DIM);
-            let (v, vd) = input(N_HEAD_KV * HEAD_DIM);
+            let Heads {
+                n_head,
+                n_head_kv,
+                dim,
+            } = self.heads;
+            let (q, qd) = input(n_head * dim);
+            let (k, kd) = input(n_head_kv * dim);
+            let (v, vd) = input(n_head_kv * dim);
             host.push([q, k, v]);
             device.push([qd, kd, vd]);
         }
-        let want = attend(&REF, &mut self.host, places, &host);
-        let got = attend(&self.cuda, &mut self.device, places, &device);
+        let want = attend(&REF, &mut self.host, self.heads, places, &host);
+        let got = attend(&self.cuda, &mut self.device, self.heads, places, &device);
         for (layer, (got, want)) in got.iter().zip(&want).enumerate() {
             assert_close(
                 &self.cuda,
                 got,
                 want,
                 TOL,
-                &format!("{what}, layer {layer}"),
+                &format!("{:?}: {what}, layer {layer}", self.heads),
             );
         }
     }
 }
 
-#[test]
-fn paged_attention_matches_the_reference() {
-    let cuda = require_cuda!();
-    let mut caches = Caches::new(cuda, KvConfig::new(320, 4, 320).with_block_size(BLOCK));
+/// Prompts of several sequences in one pass (one continuing, one cut short by a window),
+/// forks, then decoding of all of them over contexts of up to 300 positions.
+fn prompts_then_decoding(cuda: CudaBackend, heads: Heads) {
+    let mut caches = Caches::new(
+        cuda,
+        KvConfig::new(320, 4, 320).with_block_size(BLOCK),
+        heads,
+    );
     // Blocks taken and given back first, so that the sequences get scattered ones.
     caches.pass(&[run(3, 0, 41), run(2, 0, 9)].concat(), "scattering");
     caches.host.clear_seq(3);
@@ -147,11 +173,57 @@ fn paged_attention_matches_the_reference() {
 }
 
 #[test]
-fn one_long_sequence_decodes_across_split_boundaries() {
+fn paged_attention_matches_the_reference() {
     let cuda = require_cuda!();
-    let mut caches = Caches::new(cuda, KvConfig::new(720, 1, 720).with_block_size(BLOCK));
+    prompts_then_decoding(cuda, GENERAL);
+}
+
+#[test]
+fn prompts_on_tensor_cores_and_flash_decoding_match_the_reference() {
+    for (n_head, n_head_kv, dim) in [(8, 2, 64), (4, 4, 128), (6, 2, 128)] {
+        let heads = Heads {
+            n_head,
+            n_head_kv,
+            dim,
+        };
+        prompts_then_decoding(require_cuda!(), heads);
+    }
+}
+
+/// A prompt of 700 positions, then 12 tokens decoded one at a time, each context split
+/// across blocks.
+fn one_long_sequence(cuda: CudaBackend, heads: Heads) {
+    let config = KvConfig::new(720, 1, 720).with_block_size(BLOCK);
+    let mut caches = Caches::new(cuda, config, heads);
     caches.pass(&run(0, 0, 700), "prompt of 700");
     for pos in 700..712 {
         caches.pass(&run(0, pos, pos + 1), &format!("decoding position {pos}"));
+    }
+}
+
+#[test]
+fn one_long_sequence_decodes_across_split_boundaries() {
+    let cuda = require_cuda!();
+    one_long_sequence(cuda, GENERAL);
+}
+
+#[test]
+fn flash_decoding_of_one_long_sequence_matches_the_reference() {
+    // Every head dimension, and groups of 1, 7, 3 and 16 query heads per KV head (16: two
+    // blocks of 8 per KV head).
+    for (n_head, n_head_kv, dim) in [
+        (4, 4, 64),
+        (14, 2, 64),
+        (6, 2, 128),
+        (16, 1, 128),
+        (4, 1, 256),
+        (8, 8, 256),
+    ] {
+        let heads = Heads {
+            n_head,
+            n_head_kv,
+            dim,
+        };
+        one_long_sequence(require_cuda!(), heads);
     }
 }

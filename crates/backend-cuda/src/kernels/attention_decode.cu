@@ -1,0 +1,237 @@
+// Flash-decoding: causal attention of a few tokens over long contexts in the paged f16 KV
+// cache, bound by how fast the keys and values stream in.
+//
+// One block of DECODE_WARPS warps per (split, KV head and up to GM of its query heads,
+// token). The heads that share a KV head (grouped-query attention) are the block's, so each
+// key and value row is read once for all of them. A row of HD halves is read by HD / 8 lanes
+// with one 16-byte load each, so a warp covers 32 / (HD / 8) positions per load, and every
+// lane loads U such steps of keys and values before using any: many bytes in flight per warp,
+// which is what a long context needs (one 2-byte load per lane and position left a 4096-token
+// 7B step at a quarter of the bandwidth).
+//
+// Each lane row keeps its own online softmax (running max, sum and weighted V over its 8
+// dimensions) in base 2, the queries scaled by log2(e); the rows of a warp are merged with
+// shuffles, the warps through shared memory. With one split the block writes the output;
+// with several it writes each head's unnormalized state, its max in natural units, for
+// `attention_combine` (attention.cu) to merge.
+//
+// Position p of a token's sequence lives in slot
+// (tables[table_start + (p >> block_shift)] << block_shift) | (p & block_mask).
+
+#define DECODE_WARPS 4
+// NVRTC has no math.h to define INFINITY.
+#define NEG_INF __int_as_float(0xff800000)
+#define LOG2E 1.4426950408889634f
+#define LN2 0.6931471805599453f
+
+// The 8 halves of a 16-byte load as floats.
+__device__ __forceinline__ void halves8(uint4 w, float* f) {
+    const unsigned int words[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        f[2 * i] = h2f((unsigned short)(words[i] & 0xffffu));
+        f[2 * i + 1] = h2f((unsigned short)(words[i] >> 16));
+    }
+}
+
+template <int HD, int GM>
+__device__ __forceinline__ void attention_decode(
+    const float* q, const unsigned short* k_cache, const unsigned short* v_cache,
+    const unsigned int* positions, const unsigned int* table_starts, const unsigned int* tables,
+    float* out, float* partial, unsigned int n_head, unsigned int n_head_kv, unsigned int window,
+    unsigned int block_shift, float scale, unsigned int chunk) {
+    constexpr int L = HD / 8;               // lanes per row
+    constexpr int R = 32 / L;               // rows (positions) per warp and load
+    constexpr int U = GM <= 2 ? 4 : 2;      // loads of keys and values in flight per lane
+    constexpr int STEP = DECODE_WARPS * R * U;  // positions the block takes per step
+    __shared__ float state[DECODE_WARPS][GM][HD + 2];
+
+    const unsigned int split = blockIdx.x, n_splits = gridDim.x, t = blockIdx.z;
+    const unsigned int group = n_head / n_head_kv;
+    const unsigned int parts = (group + GM - 1) / GM;  // blocks per KV head
+    const unsigned int kv_head = blockIdx.y / parts;
+    const unsigned int h0 = kv_head * group + (blockIdx.y % parts) * GM;
+    const unsigned int nh = min((unsigned int)GM, kv_head * group + group - h0);
+    const unsigned int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const unsigned int row = lane / L, c = lane % L;
+    const unsigned int width = n_head_kv * HD;
+    const unsigned int block_mask = (1u << block_shift) - 1;
+
+    const unsigned int pos = positions[t];
+    const unsigned int start = (window != 0 && pos + 1 > window) ? pos + 1 - window : 0;
+    const unsigned int lo = start + split * chunk;
+    const unsigned int hi = min(pos + 1, lo + chunk);
+    const unsigned int* table = tables + table_starts[t];
+
+    float qv[GM][8];
+#pragma unroll
+    for (int g = 0; g < GM; g++) {
+        if (g < nh) {
+            const float4* qh = reinterpret_cast<const float4*>(
+                q + ((unsigned long long)t * n_head + h0 + g) * HD + c * 8);
+            const float4 a = qh[0], b = qh[1];
+            const float s = scale * LOG2E;
+            qv[g][0] = a.x * s, qv[g][1] = a.y * s, qv[g][2] = a.z * s, qv[g][3] = a.w * s;
+            qv[g][4] = b.x * s, qv[g][5] = b.y * s, qv[g][6] = b.z * s, qv[g][7] = b.w * s;
+        } else {
+#pragma unroll
+            for (int i = 0; i < 8; i++) qv[g][i] = 0.0f;
+        }
+    }
+
+    float m[GM], l[GM], acc[GM][8];
+#pragma unroll
+    for (int g = 0; g < GM; g++) {
+        m[g] = NEG_INF, l[g] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; i++) acc[g][i] = 0.0f;
+    }
+
+    const unsigned short* k_head = k_cache + kv_head * HD + c * 8;
+    const unsigned short* v_head = v_cache + kv_head * HD + c * 8;
+    for (unsigned int base = lo + warp * R * U; base < hi; base += STEP) {
+        uint4 kr[U], vr[U];
+        bool valid[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const unsigned int p = base + u * R + row;
+            valid[u] = p < hi;
+            // A position past the split's end reads the step's first row and gets weight 0.
+            const unsigned int pp = valid[u] ? p : base;
+            const unsigned long long slot =
+                ((unsigned long long)table[pp >> block_shift] << block_shift) | (pp & block_mask);
+            kr[u] = *reinterpret_cast<const uint4*>(k_head + slot * width);
+            vr[u] = *reinterpret_cast<const uint4*>(v_head + slot * width);
+        }
+        float s[U][GM];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            float kf[8];
+            halves8(kr[u], kf);
+#pragma unroll
+            for (int g = 0; g < GM; g++) {
+                float d = 0.0f;
+#pragma unroll
+                for (int i = 0; i < 8; i++) d += qv[g][i] * kf[i];
+#pragma unroll
+                for (int o = L / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+                s[u][g] = d;
+            }
+        }
+        float vf[U][8];
+#pragma unroll
+        for (int u = 0; u < U; u++) halves8(vr[u], vf[u]);
+#pragma unroll
+        for (int g = 0; g < GM; g++) {
+            float m_new = m[g];
+#pragma unroll
+            for (int u = 0; u < U; u++)
+                if (valid[u]) m_new = fmaxf(m_new, s[u][g]);
+            // Only a row whose positions all lie past the split's end sees nothing yet.
+            if (m_new == NEG_INF) continue;
+            const float corr = exp2f(m[g] - m_new);
+            float w[U], sum = 0.0f;
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                w[u] = valid[u] ? exp2f(s[u][g] - m_new) : 0.0f;
+                sum += w[u];
+            }
+            l[g] = l[g] * corr + sum;
+            m[g] = m_new;
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                float a = acc[g][i] * corr;
+#pragma unroll
+                for (int u = 0; u < U; u++) a += w[u] * vf[u][i];
+                acc[g][i] = a;
+            }
+        }
+    }
+
+    // The warp's rows into its first row, lane by lane of the same dimensions.
+#pragma unroll
+    for (int o = L; o < 32; o <<= 1) {
+#pragma unroll
+        for (int g = 0; g < GM; g++) {
+            const float m_o = __shfl_xor_sync(0xffffffffu, m[g], o);
+            const float l_o = __shfl_xor_sync(0xffffffffu, l[g], o);
+            float acc_o[8];
+#pragma unroll
+            for (int i = 0; i < 8; i++) acc_o[i] = __shfl_xor_sync(0xffffffffu, acc[g][i], o);
+            const float m_new = fmaxf(m[g], m_o);
+            if (m_new == NEG_INF) continue;
+            const float a = exp2f(m[g] - m_new), b = exp2f(m_o - m_new);
+            l[g] = l[g] * a + l_o * b;
+#pragma unroll
+            for (int i = 0; i < 8; i++) acc[g][i] = acc[g][i] * a + acc_o[i] * b;
+            m[g] = m_new;
+        }
+    }
+    if (row == 0) {
+#pragma unroll
+        for (int g = 0; g < GM; g++) {
+#pragma unroll
+            for (int i = 0; i < 8; i++) state[warp][g][2 + c * 8 + i] = acc[g][i];
+            if (c == 0) {
+                state[warp][g][0] = m[g];
+                state[warp][g][1] = l[g];
+            }
+        }
+    }
+    __syncthreads();
+
+    for (unsigned int e = threadIdx.x; e < nh * HD; e += blockDim.x) {
+        const unsigned int g = e / HD, d = e % HD;
+        float m_all = NEG_INF;
+#pragma unroll
+        for (int w = 0; w < DECODE_WARPS; w++) m_all = fmaxf(m_all, state[w][g][0]);
+        float l_all = 0.0f, o = 0.0f;
+        // A split past the token's last position saw nothing: its weights are all zero.
+        if (m_all != NEG_INF) {
+#pragma unroll
+            for (int w = 0; w < DECODE_WARPS; w++) {
+                const float f = exp2f(state[w][g][0] - m_all);
+                l_all += state[w][g][1] * f;
+                o += state[w][g][2 + d] * f;
+            }
+        }
+        const unsigned long long hrow = (unsigned long long)t * n_head + h0 + g;
+        if (n_splits == 1) {
+            // The one split holds the token's own position, so l_all > 0.
+            out[hrow * HD + d] = o / l_all;
+        } else {
+            float* dst = partial + (hrow * n_splits + split) * (HD + 2);
+            dst[2 + d] = o;
+            if (d == 0) {
+                dst[0] = m_all * LN2;
+                dst[1] = l_all;
+            }
+        }
+    }
+}
+
+#define DECODE_KERNEL(HD, GM)                                                                 \
+    extern "C" __global__ void __launch_bounds__(DECODE_WARPS * 32)                          \
+        attention_decode_##HD##_##GM(                                                         \
+            const float* q, const unsigned short* k_cache, const unsigned short* v_cache,     \
+            const unsigned int* positions, const unsigned int* table_starts,                  \
+            const unsigned int* tables, float* out, float* partial, unsigned int n_head,      \
+            unsigned int n_head_kv, unsigned int window, unsigned int block_shift,            \
+            float scale, unsigned int chunk) {                                                \
+        attention_decode<HD, GM>(q, k_cache, v_cache, positions, table_starts, tables, out,  \
+                                 partial, n_head, n_head_kv, window, block_shift, scale,      \
+                                 chunk);                                                      \
+    }
+
+DECODE_KERNEL(64, 1)
+DECODE_KERNEL(64, 2)
+DECODE_KERNEL(64, 4)
+DECODE_KERNEL(64, 8)
+DECODE_KERNEL(128, 1)
+DECODE_KERNEL(128, 2)
+DECODE_KERNEL(128, 4)
+DECODE_KERNEL(128, 8)
+DECODE_KERNEL(256, 1)
+DECODE_KERNEL(256, 2)
+DECODE_KERNEL(256, 4)
+DECODE_KERNEL(256, 8)
