@@ -2,31 +2,33 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaContext, CudaFunction, LaunchConfig};
+use cudarc::driver::{CudaContext, CudaFunction, CudaStream, LaunchConfig};
 use plumb_model::Result;
 
 use crate::error::failed;
+use crate::launch::Launch;
 use crate::nvrtc::load_module;
 
 const F16: &str = include_str!("kernels/f16.cuh");
+/// What every kernel source starts with: the programmatic dependent launch calls.
+pub(crate) const PDL: &str = include_str!("kernels/pdl.cuh");
 
-/// Each kernel source file, by the name its module and cache entries get.
+/// Each kernel source file, by the name its module and cache entries get, after the PDL
+/// calls and, where it converts to f16, the f16 helpers.
 pub(crate) fn sources() -> [(&'static str, String); 7] {
     [
-        ("elementwise", include_str!("kernels/elementwise.cu").into()),
-        ("rms_norm", include_str!("kernels/rms_norm.cu").into()),
-        ("rope", include_str!("kernels/rope.cu").into()),
-        ("kv", format!("{F16}{}", include_str!("kernels/kv.cu"))),
-        (
-            "attention",
-            format!("{F16}{}", include_str!("kernels/attention.cu")),
-        ),
-        (
-            "fused",
-            format!("{F16}{}", include_str!("kernels/fused.cu")),
-        ),
-        ("top_k", include_str!("kernels/top_k.cu").into()),
+        ("elementwise", false, include_str!("kernels/elementwise.cu")),
+        ("rms_norm", false, include_str!("kernels/rms_norm.cu")),
+        ("rope", false, include_str!("kernels/rope.cu")),
+        ("kv", true, include_str!("kernels/kv.cu")),
+        ("attention", true, include_str!("kernels/attention.cu")),
+        ("fused", true, include_str!("kernels/fused.cu")),
+        ("top_k", false, include_str!("kernels/top_k.cu")),
     ]
+    .map(|(name, f16, source)| {
+        let f16 = if f16 { F16 } else { "" };
+        (name, format!("{PDL}{f16}{source}"))
+    })
 }
 
 pub(crate) struct Kernels {
@@ -46,10 +48,14 @@ pub(crate) struct Kernels {
     pub rope_store_kv: CudaFunction,
     pub gated_activation_bias: CudaFunction,
     pub top_k: CudaFunction,
+    /// Whether these kernels are launched with programmatic dependent launch (see `launch`).
+    pub pdl: bool,
 }
 
 impl Kernels {
-    pub fn load(ctx: &Arc<CudaContext>) -> Result<Kernels> {
+    /// Compiles (or takes from the disk cache) the kernels for `ctx`'s device, to be launched
+    /// with programmatic dependent launch where `pdl` is set.
+    pub fn load(ctx: &Arc<CudaContext>, pdl: bool) -> Result<Kernels> {
         let [elementwise, rms_norm, rope, kv, attention, fused, top_k] =
             sources().map(|(name, source)| load_module(ctx, name, &source));
         let (elementwise, rms_norm, rope, kv, attention, fused, top_k) = (
@@ -81,7 +87,17 @@ impl Kernels {
             rope_store_kv: f(&fused, "rope_store_kv")?,
             gated_activation_bias: f(&fused, "gated_activation_bias")?,
             top_k: f(&top_k, "top_k")?,
+            pdl,
         })
+    }
+
+    /// A launch of `function`, one of these kernels, on `stream`.
+    pub fn launch<'a>(
+        &self,
+        stream: &'a Arc<CudaStream>,
+        function: &'a CudaFunction,
+    ) -> Launch<'a> {
+        Launch::new(stream, function, self.pdl)
     }
 }
 
