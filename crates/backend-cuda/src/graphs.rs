@@ -23,6 +23,7 @@ use cudarc::driver::sys::{
 };
 use cudarc::driver::{CudaGraph, CudaSlice, CudaStream, DevicePtr};
 use plumb_model::{Activations, PassInputs, Result};
+use tracing::Level;
 
 use crate::error::{error, failed};
 use crate::kv_storage::CudaKvStorage;
@@ -246,7 +247,11 @@ impl Graphs {
                 return Ok(None);
             }
         };
-        if let Some(shape) = GraphShape::of(&graph) {
+        // How many kernels may start before the one before them ends (see `launch`).
+        if let Some(shape) = tracing::enabled!(Level::DEBUG)
+            .then(|| GraphShape::of(&graph))
+            .flatten()
+        {
             tracing::debug!(
                 nodes = shape.nodes,
                 kernels = shape.kernels,
@@ -314,10 +319,7 @@ impl GraphShape {
         unsafe { sys::cuGraphGetEdges_v2(g, null, null, std::ptr::null_mut(), &mut e) }
             .result()
             .ok()?;
-        let (mut from, mut to) = (
-            vec![std::ptr::null_mut(); e],
-            vec![std::ptr::null_mut(); e],
-        );
+        let (mut from, mut to) = (vec![std::ptr::null_mut(); e], vec![std::ptr::null_mut(); e]);
         let mut data = vec![
             CUgraphEdgeData {
                 from_port: 0,

@@ -1,17 +1,23 @@
-//! Kernel launches with programmatic dependent launch (PDL): on Hopper and later, a kernel
-//! launched with `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION` may start while the
-//! kernel before it in the stream is still running, as soon as every block of that one has
-//! called `start_dependents()`; it then waits in `wait_for_producers()` for it to finish
-//! (`kernels/pdl.cuh`). A decode step's small kernels (norms, the activations' quantization,
-//! RoPE, the activation, the residual add) then stop costing a whole launch each, and the
-//! matrix-vector products prefetch their weights during the kernels before them. Stream
-//! capture records the attribute as programmatic edges of the CUDA graph (see `graphs`).
+//! Kernel launches with programmatic dependent launch (PDL), where `PLUMB_CUDA_PDL=1`: on
+//! Hopper and later, a kernel launched with `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`
+//! may start while the kernel before it in the stream is still running, as soon as every
+//! block of that one has called `start_dependents()`; it then waits in `wait_for_producers()`
+//! for it to finish (`kernels/pdl.cuh`). A decode step's small kernels (norms, the
+//! activations' quantization, RoPE, the activation, the residual add) then need not cost a
+//! whole launch each. Stream capture records the attribute as programmatic edges of the CUDA
+//! graph, but only between two kernels (see `graphs::GraphShape`).
+//!
+//! It is off by default: in a recorded 7B decode step only 145 of 501 kernels followed another
+//! kernel directly, the others an allocation or a free of an activation, and alternated with
+//! the build without it (H200, tg128) it gave TinyLlama Q4_K_M +2.5% and Llama-2 7B Q4_K_M
+//! −1.5% (docs/benchmarks.md, sixth CUDA round). Activations in buffers allocated before the
+//! recording would make the step's edges kernel to kernel.
 //!
 //! cudarc's launch builder cannot set launch attributes, hence this one. Every kernel it
 //! launches with PDL must wait before it reads what an earlier kernel wrote and before it
 //! writes anything (pdl.cuh says why); kernels from other sources (cuBLAS, the attention
 //! kernels) are launched without the attribute and run after everything before them, as
-//! always. `PLUMB_CUDA_PDL=0` launches every kernel without it.
+//! always.
 
 use std::ffi::c_void;
 use std::marker::PhantomData;
@@ -25,13 +31,13 @@ use cudarc::driver::{
     DriverError, LaunchConfig,
 };
 
-/// Set to `0` to launch every kernel without programmatic dependent launch.
+/// Set to `1` to launch the backend's kernels with programmatic dependent launch.
 pub const PDL_ENV: &str = "PLUMB_CUDA_PDL";
 
-/// Whether kernels on a device of compute capability `major` are launched with PDL: from
-/// Hopper (9.0) on, which has it, unless `PLUMB_CUDA_PDL=0`.
+/// Whether kernels on a device of compute capability `major` are launched with PDL: where
+/// `PLUMB_CUDA_PDL=1`, from Hopper (9.0) on, which has it.
 pub(crate) fn pdl_from_env(major: i32) -> bool {
-    major >= 9 && std::env::var(PDL_ENV).map_or(true, |v| v != "0")
+    major >= 9 && std::env::var(PDL_ENV).is_ok_and(|v| v == "1")
 }
 
 /// One argument as the driver takes it: the address of its value.

@@ -6,8 +6,9 @@
 //! Every op is queued on one stream. A pass's bookkeeping (tokens, positions, KV slots, block
 //! tables, output rows) goes to the device in one copy at [`Backend::begin_pass`]; only
 //! [`Backend::to_host`] and [`Backend::top_k`] wait for the device. Decode steps are
-//! recorded as CUDA graphs and replayed (see `graphs`); on Hopper and later, each kernel may
-//! start before the one before it has ended (programmatic dependent launch, see `launch`).
+//! recorded as CUDA graphs and replayed (see `graphs`); on Hopper and later, with
+//! `PLUMB_CUDA_PDL=1`, each kernel may start before the one before it has ended
+//! (programmatic dependent launch, see `launch`).
 //!
 //! It differs from the f32 reference by the f16 rounding of keys and values and by the
 //! matrix kernels' own roundings, which `plumb verify --backend cuda` bounds layer by layer.
@@ -127,7 +128,7 @@ impl CudaBackend {
     }
 
     /// This backend with its kernels launched with programmatic dependent launch or not, where
-    /// the device has it (the default is on, unless `PLUMB_CUDA_PDL=0`).
+    /// the device has it (the default is off, unless `PLUMB_CUDA_PDL=1`).
     pub fn with_pdl(mut self, enabled: bool) -> CudaBackend {
         let pdl = enabled && self.has_pdl;
         self.kernels.pdl = pdl;

@@ -61,15 +61,11 @@ const BLOCKS: &str = include_str!("kernels/blocks.cuh");
 
 /// The kernel sources of this module, by module name, as NVRTC compiles them.
 pub(crate) fn sources() -> [(&'static str, String); 2] {
-    // EXPERIMENT (removed before the round ends): the prefetch size from the environment.
-    let prefetch = std::env::var("PLUMB_CUDA_PREFETCH_BYTES")
-        .map(|b| format!("#define PREFETCH_BYTES {b}\n"))
-        .unwrap_or_default();
     [
         (
             "matmul",
             format!(
-                "{prefetch}{PDL}{F16_HELPERS}{BLOCKS}{}{}",
+                "{PDL}{F16_HELPERS}{BLOCKS}{}{}",
                 include_str!("kernels/matmul.cu"),
                 include_str!("kernels/matvec_q8.cu")
             ),

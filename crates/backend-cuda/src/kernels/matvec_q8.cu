@@ -24,16 +24,6 @@ __device__ __forceinline__ int dp4a(int a, int b, int c) {
     return d;
 }
 
-__device__ __forceinline__ void prefetch_l2(const void* p) {
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-}
-// Bytes of each weight row that a warp prefetches into L2 before it waits for the kernel before
-// it: a 4096-wide Q4_K, Q6_K or Q8_0 row whole, the first part of an 11008-wide one, so that
-// the first wave of a launch (about 1,200 blocks of 4 rows on an H200) asks for at most 19 MB.
-#ifndef PREFETCH_BYTES
-#define PREFETCH_BYTES 4608
-#endif
-
 __device__ __forceinline__ int4 ldq16(const signed char* p) { return __ldg((const int4*)p); }
 __device__ __forceinline__ int2 ldq8(const signed char* p) { return __ldg((const int2*)p); }
 
@@ -496,26 +486,18 @@ __device__ __forceinline__ void matvec_q8(const Products& ps,
     float* __restrict__ y = p == 2 ? ps.y[2] : p == 1 ? ps.y[1] : ps.y[0];
     const int m = p == 2 ? ps.m[2] : p == 1 ? ps.m[1] : ps.m[0];
     const int first = p == 2 ? ps.first_block[2] : p == 1 ? ps.first_block[1] : 0;
-    const int lane = threadIdx.x & 31;
-    const int row0 = ((b - first) * WARPS + (threadIdx.x >> 5)) * R;
-    const u8* rows[R];
-#pragma unroll
-    for (int r = 0; r < R; r++) rows[r] = w + (long long)min(row0 + r, m - 1) * row_bytes;
-    // The weights are no kernel's output: the warp's rows start on their way into L2 while the
-    // kernel before this one (the activations' quantization) still runs.
-    if (row0 < m) {
-        const long long bytes = min(row_bytes, (long long)PREFETCH_BYTES);
-#pragma unroll
-        for (int r = 0; r < R; r++)
-            for (long long o = 128 * lane; o < bytes; o += 128 * 32) prefetch_l2(rows[r] + o);
-    }
     start_dependents();
     wait_for_producers();
+    const int lane = threadIdx.x & 31;
+    const int row0 = ((b - first) * WARPS + (threadIdx.x >> 5)) * R;
     if (row0 >= m) return;
     xq += (long long)group * N * k;
     xd += (long long)group * N * (k / 32);
     outliers += (long long)group * N * (1 + 2 * cap);
     y += (long long)group * N * m;
+    const u8* rows[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) rows[r] = w + (long long)min(row0 + r, m - 1) * row_bytes;
     const int chunks = k / T::CH;
     float acc[R][N] = {};
     for (int c = lane; c < chunks; c += 32 * AHEAD) {

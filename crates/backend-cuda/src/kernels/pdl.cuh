@@ -1,8 +1,7 @@
-// Programmatic dependent launch (sm_90 on). The backend launches its kernels with the attribute
-// that lets a kernel's blocks start while the kernel before it in the stream is still running
-// (launch.rs), so that a decode step's small kernels stop paying a whole launch each and the
-// matrix-vector products fetch their weights during the kernels before them. Every kernel of
-// these sources therefore:
+// Programmatic dependent launch (sm_90 on). With PLUMB_CUDA_PDL=1 the backend launches its
+// kernels with the attribute that lets a kernel's blocks start while the kernel before it in the
+// stream is still running (launch.rs), so that a decode step's small kernels need not pay a whole
+// launch each. Every kernel of these sources therefore:
 // - calls start_dependents() early: the next kernel may then be launched once every block of
 //   this one has called it (or exited);
 // - calls wait_for_producers() before it reads anything an earlier kernel wrote and before it
