@@ -10,7 +10,7 @@
 //! It is off by default: in a recorded 7B decode step only 145 of 501 kernels followed another
 //! kernel directly, the others an allocation or a free of an activation, and alternated with
 //! the build without it (H200, tg128) it gave TinyLlama Q4_K_M +2.5% and Llama-2 7B Q4_K_M
-//! −1.5% (docs/benchmarks.md, sixth CUDA round). Activations in buffers allocated before the
+//! −1.4% (docs/benchmarks.md, sixth CUDA round). Activations in buffers allocated before the
 //! recording would make the step's edges kernel to kernel.
 //!
 //! cudarc's launch builder cannot set launch attributes, hence this one. Every kernel it
