@@ -7,10 +7,10 @@
 //! whole launch each. Stream capture records the attribute as programmatic edges of the CUDA
 //! graph, but only between two kernels (see `graphs::GraphShape`).
 //!
-//! It is off by default: in a recorded 7B decode step only 145 of 501 kernels followed another
-//! kernel directly, the others an allocation or a free of an activation, and alternated with
-//! the build without it (H200, tg128) it gave TinyLlama Q4_K_M +2.5% and Llama-2 7B Q4_K_M
-//! −1.4% (docs/benchmarks.md, sixth CUDA round). Activations in buffers allocated before the
+//! It is off by default: in a recorded 7B decode step only 145 of 501 kernels got a
+//! programmatic edge, most of the others following an allocation or a free of an activation,
+//! and alternated with main's build (H200, tg128) it gave TinyLlama Q4_K_M +2.5% and Llama-2
+//! 7B Q4_K_M −1.4% (docs/benchmarks.md, sixth CUDA round). Activations in buffers allocated before the
 //! recording would make the step's edges kernel to kernel.
 //!
 //! cudarc's launch builder cannot set launch attributes, hence this one. Every kernel it
