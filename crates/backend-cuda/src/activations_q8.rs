@@ -5,10 +5,11 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig};
 use plumb_model::Result;
 
 use crate::error::{error, failed};
+use crate::launch::Launch;
 
 /// A value is an outlier when its magnitude exceeds this multiple of its row's mean magnitude:
 /// the cpu backend's `OUTLIER_FACTOR`, so that both backends split the same values off.
@@ -42,10 +43,12 @@ impl QuantizedRows {
     }
 
     /// Quantizes the n rows of k values of x (k a multiple of 32) into `slot`'s buffers,
-    /// allocating them where they are missing, too small, or belong to another stream.
+    /// allocating them where they are missing, too small, or belong to another stream;
+    /// `quantize_q8` is launched with programmatic dependent launch where `pdl` is set.
     pub fn quantize<'a>(
         slot: &'a mut Option<QuantizedRows>,
         quantize_q8: &CudaFunction,
+        pdl: bool,
         stream: &Arc<CudaStream>,
         x: &CudaSlice<f32>,
         n: usize,
@@ -82,7 +85,7 @@ impl QuantizedRows {
         let q = slot.as_mut().expect("allocated above");
         q.cap = cap as i32;
         let (ki, factor) = (k as i32, OUTLIER_FACTOR);
-        let mut launch = stream.launch_builder(quantize_q8);
+        let mut launch = Launch::new(stream, quantize_q8, pdl);
         launch
             .arg(x)
             .arg(&ki)
@@ -98,7 +101,7 @@ impl QuantizedRows {
         };
         // SAFETY: matches `quantize_q8`; x holds n × k values, qs n × k, ds n × k / 32 pairs,
         // outliers n × (1 + 2 cap) words.
-        unsafe { launch.launch(config) }.map_err(failed(OP))?;
+        unsafe { launch.run(config) }.map_err(failed(OP))?;
         Ok(q)
     }
 }

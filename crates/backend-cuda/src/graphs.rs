@@ -17,9 +17,13 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use cudarc::driver::sys::{CUdeviceptr, CUgraphInstantiate_flags, CUstreamCaptureMode};
+use cudarc::driver::sys::{
+    self, CUdeviceptr, CUgraphDependencyType, CUgraphEdgeData, CUgraphInstantiate_flags,
+    CUgraphNodeType, CUstreamCaptureMode,
+};
 use cudarc::driver::{CudaGraph, CudaSlice, CudaStream, DevicePtr};
 use plumb_model::{Activations, PassInputs, Result};
+use tracing::Level;
 
 use crate::error::{error, failed};
 use crate::kv_storage::CudaKvStorage;
@@ -243,6 +247,19 @@ impl Graphs {
                 return Ok(None);
             }
         };
+        // How many kernels may start before the one before them ends (see `launch`).
+        if let Some(shape) = tracing::enabled!(Level::DEBUG)
+            .then(|| GraphShape::of(&graph))
+            .flatten()
+        {
+            tracing::debug!(
+                nodes = shape.nodes,
+                kernels = shape.kernels,
+                edges = shape.edges,
+                programmatic = shape.programmatic,
+                "recorded a decode step"
+            );
+        }
         let ptr = logits.data.device_ptr(stream).0;
         graph.launch().map_err(failed(OP))?;
         let recorded = Recorded {
@@ -259,5 +276,77 @@ impl Graphs {
     /// Passes replayed so far.
     pub fn replays(&self) -> usize {
         self.state.lock().map_or(0, |s| s.replays)
+    }
+}
+
+/// What a recording holds: its nodes, how many of them are kernels, its edges, and how many of
+/// those are programmatic (a kernel that may start before the one before it has ended, see
+/// `launch`). Stream capture makes an edge programmatic only between two kernels: an
+/// allocation or a free between them orders the second after the whole first.
+pub(crate) struct GraphShape {
+    pub nodes: usize,
+    pub kernels: usize,
+    pub edges: usize,
+    pub programmatic: usize,
+}
+
+impl GraphShape {
+    /// `graph`'s shape, or `None` where the driver does not say.
+    pub fn of(graph: &CudaGraph) -> Option<GraphShape> {
+        let g = graph.cu_graph();
+        let mut n = 0usize;
+        // SAFETY: with null arrays the driver only writes the count.
+        unsafe { sys::cuGraphGetNodes(g, std::ptr::null_mut(), &mut n) }
+            .result()
+            .ok()?;
+        let mut nodes = vec![std::ptr::null_mut(); n];
+        // SAFETY: the array holds the n nodes asked for.
+        unsafe { sys::cuGraphGetNodes(g, nodes.as_mut_ptr(), &mut n) }
+            .result()
+            .ok()?;
+        let mut kernels = 0;
+        for &node in &nodes[..n] {
+            let mut ty = CUgraphNodeType::CU_GRAPH_NODE_TYPE_EMPTY;
+            // SAFETY: node is one of the graph's.
+            unsafe { sys::cuGraphNodeGetType(node, &mut ty) }
+                .result()
+                .ok()?;
+            kernels += usize::from(ty == CUgraphNodeType::CU_GRAPH_NODE_TYPE_KERNEL);
+        }
+        let mut e = 0usize;
+        let null = std::ptr::null_mut();
+        // SAFETY: with null arrays the driver only writes the count.
+        unsafe { sys::cuGraphGetEdges_v2(g, null, null, std::ptr::null_mut(), &mut e) }
+            .result()
+            .ok()?;
+        let (mut from, mut to) = (vec![std::ptr::null_mut(); e], vec![std::ptr::null_mut(); e]);
+        let mut data = vec![
+            CUgraphEdgeData {
+                from_port: 0,
+                to_port: 0,
+                type_: 0,
+                reserved: [0; 5],
+            };
+            e
+        ];
+        // SAFETY: the three arrays hold the e edges asked for.
+        unsafe {
+            sys::cuGraphGetEdges_v2(
+                g,
+                from.as_mut_ptr(),
+                to.as_mut_ptr(),
+                data.as_mut_ptr(),
+                &mut e,
+            )
+        }
+        .result()
+        .ok()?;
+        let programmatic = CUgraphDependencyType::CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC as u8;
+        Some(GraphShape {
+            nodes: n,
+            kernels,
+            edges: e,
+            programmatic: data[..e].iter().filter(|d| d.type_ == programmatic).count(),
+        })
     }
 }

@@ -2,44 +2,44 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaContext, CudaFunction, LaunchConfig};
+use cudarc::driver::{CudaContext, CudaFunction, CudaStream, LaunchConfig};
 use plumb_model::Result;
 
 use crate::attention::{DECODE_HEADS, DECODE_HEAD_DIMS, PREFILL_HEAD_DIMS};
 use crate::error::failed;
+use crate::launch::Launch;
 use crate::nvrtc::load_module;
 
 const F16: &str = include_str!("kernels/f16.cuh");
-const TENSOR_CORE: &str = include_str!("kernels/tensor_core.cuh");
+/// What every kernel source starts with: the programmatic dependent launch calls.
+pub(crate) const PDL: &str = include_str!("kernels/pdl.cuh");
 
-/// Each kernel source file, by the name its module and cache entries get.
+/// Each kernel source file, by the name its module and cache entries get, after the PDL
+/// calls and the headers it includes (the f16 helpers, the tensor-core fragments).
 pub(crate) fn sources() -> [(&'static str, String); 9] {
     [
-        ("elementwise", include_str!("kernels/elementwise.cu").into()),
-        ("rms_norm", include_str!("kernels/rms_norm.cu").into()),
-        ("rope", include_str!("kernels/rope.cu").into()),
-        ("kv", format!("{F16}{}", include_str!("kernels/kv.cu"))),
-        (
-            "attention",
-            format!("{F16}{}", include_str!("kernels/attention.cu")),
-        ),
+        ("elementwise", "", include_str!("kernels/elementwise.cu")),
+        ("rms_norm", "", include_str!("kernels/rms_norm.cu")),
+        ("rope", "", include_str!("kernels/rope.cu")),
+        ("kv", F16, include_str!("kernels/kv.cu")),
+        ("attention", F16, include_str!("kernels/attention.cu")),
         (
             "attention_decode",
-            format!("{F16}{}", include_str!("kernels/attention_decode.cu")),
+            F16,
+            include_str!("kernels/attention_decode.cu"),
         ),
         (
             "attention_prefill",
-            format!(
-                "{F16}{TENSOR_CORE}{}",
-                include_str!("kernels/attention_prefill.cu")
+            concat!(
+                include_str!("kernels/f16.cuh"),
+                include_str!("kernels/tensor_core.cuh")
             ),
+            include_str!("kernels/attention_prefill.cu"),
         ),
-        (
-            "fused",
-            format!("{F16}{}", include_str!("kernels/fused.cu")),
-        ),
-        ("top_k", include_str!("kernels/top_k.cu").into()),
+        ("fused", F16, include_str!("kernels/fused.cu")),
+        ("top_k", "", include_str!("kernels/top_k.cu")),
     ]
+    .map(|(name, headers, source)| (name, format!("{PDL}{headers}{source}")))
 }
 
 pub(crate) struct Kernels {
@@ -63,10 +63,14 @@ pub(crate) struct Kernels {
     pub rope_store_kv: CudaFunction,
     pub gated_activation_bias: CudaFunction,
     pub top_k: CudaFunction,
+    /// Whether these kernels are launched with programmatic dependent launch (see `launch`).
+    pub pdl: bool,
 }
 
 impl Kernels {
-    pub fn load(ctx: &Arc<CudaContext>) -> Result<Kernels> {
+    /// Compiles (or takes from the disk cache) the kernels for `ctx`'s device, to be launched
+    /// with programmatic dependent launch where `pdl` is set.
+    pub fn load(ctx: &Arc<CudaContext>, pdl: bool) -> Result<Kernels> {
         let [elementwise, rms_norm, rope, kv, attention, decode, prefill, fused, top_k] =
             sources().map(|(name, source)| load_module(ctx, name, &source));
         let (elementwise, rms_norm, rope, kv, attention, decode, prefill, fused, top_k) = (
@@ -110,7 +114,17 @@ impl Kernels {
             rope_store_kv: f(&fused, "rope_store_kv")?,
             gated_activation_bias: f(&fused, "gated_activation_bias")?,
             top_k: f(&top_k, "top_k")?,
+            pdl,
         })
+    }
+
+    /// A launch of `function`, one of these kernels, on `stream`.
+    pub fn launch<'a>(
+        &self,
+        stream: &'a Arc<CudaStream>,
+        function: &'a CudaFunction,
+    ) -> Launch<'a> {
+        Launch::new(stream, function, self.pdl)
     }
 }
 

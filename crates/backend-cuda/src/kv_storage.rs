@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaStream};
 use plumb_model::{BlockCopy, KvLayout, LayerKv, Result};
 
 use crate::error::failed;
@@ -75,10 +75,10 @@ impl CudaKvStorage {
                     if n == 0 {
                         continue;
                     }
-                    let mut launch = stream.launch_builder(&kernels.copy_within);
+                    let mut launch = kernels.launch(stream, &kernels.copy_within);
                     launch.arg(buf).arg(&src).arg(&dst).arg(&n);
                     // SAFETY: the copy is checked to lie within the layer's slots.
-                    unsafe { launch.launch(grid_stride(n as usize)) }
+                    unsafe { launch.run(grid_stride(n as usize)) }
                         .map_err(failed("copy_kv_blocks"))?;
                 }
             }

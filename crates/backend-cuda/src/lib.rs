@@ -6,7 +6,9 @@
 //! Every op is queued on one stream. A pass's bookkeeping (tokens, positions, KV slots, block
 //! tables, output rows) goes to the device in one copy at [`Backend::begin_pass`]; only
 //! [`Backend::to_host`] and [`Backend::top_k`] wait for the device. Decode steps are
-//! recorded as CUDA graphs and replayed (see `graphs`).
+//! recorded as CUDA graphs and replayed (see `graphs`); on Hopper and later, with
+//! `PLUMB_CUDA_PDL=1`, each kernel may start before the one before it has ended
+//! (programmatic dependent launch, see `launch`).
 //!
 //! It differs from the f32 reference by the f16 rounding of keys and values and by the
 //! matrix kernels' own roundings, which `plumb verify --backend cuda` bounds layer by layer.
@@ -17,6 +19,7 @@ mod error;
 mod graphs;
 mod kernels;
 mod kv_storage;
+mod launch;
 mod matmul;
 mod nvrtc;
 mod ops;
@@ -36,6 +39,7 @@ use plumb_model::{
 
 pub use graphs::GRAPHS_ENV;
 pub use kv_storage::CudaKvStorage;
+pub use launch::PDL_ENV;
 pub use nvrtc::KERNELS_ENV;
 pub use pass_inputs::CudaPass;
 pub use tensor::CudaTensor;
@@ -62,6 +66,8 @@ pub struct CudaBackend {
     matmul: Matmul,
     rope_tables: RopeTables,
     graphs: Graphs,
+    /// Whether the device has programmatic dependent launch (Hopper and later).
+    has_pdl: bool,
     n_sm: usize,
     /// The device's name, for reports.
     device_name: String,
@@ -100,12 +106,14 @@ impl CudaBackend {
         let n_sm = ctx
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(failed("new"))?;
-        tracing::info!(device = ordinal, name = %device_name, arch = format!("{major}.{minor}"), n_sm, "cuda backend");
+        let pdl = launch::pdl_from_env(major);
+        tracing::info!(device = ordinal, name = %device_name, arch = format!("{major}.{minor}"), n_sm, pdl, "cuda backend");
         Ok(CudaBackend {
-            kernels: Kernels::load(&ctx)?,
-            matmul: Matmul::new(&ctx)?,
+            kernels: Kernels::load(&ctx, pdl)?,
+            matmul: Matmul::new(&ctx, pdl)?,
             rope_tables: RopeTables::default(),
             graphs: Graphs::from_env(),
+            has_pdl: major >= 9,
             n_sm: usize::try_from(n_sm).unwrap_or(1).max(1),
             device_name,
             stream,
@@ -117,6 +125,20 @@ impl CudaBackend {
     pub fn with_graphs(mut self, enabled: bool) -> CudaBackend {
         self.graphs = Graphs::new(enabled);
         self
+    }
+
+    /// This backend with its kernels launched with programmatic dependent launch or not, where
+    /// the device has it (the default is off, unless `PLUMB_CUDA_PDL=1`).
+    pub fn with_pdl(mut self, enabled: bool) -> CudaBackend {
+        let pdl = enabled && self.has_pdl;
+        self.kernels.pdl = pdl;
+        self.matmul.set_pdl(pdl);
+        self
+    }
+
+    /// Whether kernels are launched with programmatic dependent launch.
+    pub fn pdl(&self) -> bool {
+        self.kernels.pdl
     }
 
     /// How many passes were replayed from CUDA graphs so far.

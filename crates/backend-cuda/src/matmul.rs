@@ -24,7 +24,7 @@ use cudarc::cublas::{result as blas, sys as blas_sys, CudaBlas};
 use cudarc::driver::sys::CUdeviceptr;
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, CudaView, DevicePtr,
-    DevicePtrMut, DeviceRepr, LaunchConfig, PushKernelArg,
+    DevicePtrMut, DeviceRepr, LaunchConfig,
 };
 use plumb_gguf::GgmlType;
 use plumb_model::Result;
@@ -32,6 +32,8 @@ use plumb_model::Result;
 use crate::activations_q8::QuantizedRows;
 use crate::error::{error, failed};
 use crate::graphs::Scratch;
+use crate::kernels::PDL;
+use crate::launch::Launch;
 use crate::nvrtc::load_module;
 use crate::weight::DeviceWeight;
 
@@ -63,7 +65,7 @@ pub(crate) fn sources() -> [(&'static str, String); 2] {
         (
             "matmul",
             format!(
-                "{F16_HELPERS}{BLOCKS}{}{}",
+                "{PDL}{F16_HELPERS}{BLOCKS}{}{}",
                 include_str!("kernels/matmul.cu"),
                 include_str!("kernels/matvec_q8.cu")
             ),
@@ -71,7 +73,7 @@ pub(crate) fn sources() -> [(&'static str, String); 2] {
         (
             "dequant",
             format!(
-                "{F16_HELPERS}{BLOCKS}{}",
+                "{PDL}{F16_HELPERS}{BLOCKS}{}",
                 include_str!("kernels/dequant.cu")
             ),
         ),
@@ -201,11 +203,14 @@ pub(crate) struct Matmul {
     gemm: Mutex<Option<Gemm>>,
     /// The buffers of the last activations quantized to 8 bits.
     quantized: Mutex<Option<QuantizedRows>>,
+    /// Whether the kernels are launched with programmatic dependent launch (see `launch`).
+    pdl: bool,
 }
 
 impl Matmul {
-    /// Compiles (or takes from the disk cache) the kernels for `ctx`'s device.
-    pub fn new(ctx: &Arc<CudaContext>) -> Result<Matmul> {
+    /// Compiles (or takes from the disk cache) the kernels for `ctx`'s device, to be launched
+    /// with programmatic dependent launch where `pdl` is set.
+    pub fn new(ctx: &Arc<CudaContext>, pdl: bool) -> Result<Matmul> {
         const OP: &str = "load_module";
         let [matvec, dequant] = sources().map(|(name, source)| load_module(ctx, name, &source));
         let (matvec, dequant) = (matvec?, dequant?);
@@ -247,7 +252,13 @@ impl Matmul {
             quantize_q8: f(&matvec, "quantize_q8")?,
             gemm: Mutex::new(None),
             quantized: Mutex::new(None),
+            pdl,
         })
+    }
+
+    /// Launches the kernels with programmatic dependent launch or not.
+    pub fn set_pdl(&mut self, pdl: bool) {
+        self.pdl = pdl;
     }
 
     /// The address and length of each scratch buffer the products use, which a CUDA graph
@@ -338,7 +349,15 @@ impl Matmul {
                 .filter(|_| n <= MATVEC_Q8_MAX_ROWS)
             {
                 if quantized_k != Some(w.k) {
-                    QuantizedRows::quantize(&mut quantized, &self.quantize_q8, stream, x, n, w.k)?;
+                    QuantizedRows::quantize(
+                        &mut quantized,
+                        &self.quantize_q8,
+                        self.pdl,
+                        stream,
+                        x,
+                        n,
+                        w.k,
+                    )?;
                     quantized_k = Some(w.k);
                 }
                 let q = quantized.as_ref().expect("quantized above");
@@ -348,7 +367,7 @@ impl Matmul {
                     .take_while(|(v, _)| v.ty == w.ty && v.k == w.k)
                     .count();
                 let group = &mut products[i..i + len];
-                matvec_q8_launches(stream, matvec_q8, group, row_bytes, q, n)?;
+                matvec_q8_launches(stream, matvec_q8, self.pdl, group, row_bytes, q, n)?;
                 i += len;
                 continue;
             }
@@ -359,7 +378,7 @@ impl Matmul {
                 continue;
             }
             let (k, m) = (w.k as i32, w.m as i32);
-            let mut launch = stream.launch_builder(&kernels.matvec[n - 1]);
+            let mut launch = Launch::new(stream, &kernels.matvec[n - 1], self.pdl);
             launch
                 .arg(&w.bytes)
                 .arg(x)
@@ -369,7 +388,7 @@ impl Matmul {
                 .arg(&row_bytes);
             // SAFETY: the argument list matches `mv_*` in matmul.cu; the buffers were checked
             // to hold m rows of weights (with their padding), n × k inputs and n × m outputs.
-            unsafe { launch.launch(matvec_config(w.m)) }.map_err(failed(OP))?;
+            unsafe { launch.run(matvec_config(w.m)) }.map_err(failed(OP))?;
         }
         Ok(())
     }
@@ -413,7 +432,7 @@ impl Matmul {
         if f16_activations && *x16_k != Some(k) {
             let x16 = grow(stream, &mut gemm.x16, n * k)?;
             let scales = grow(stream, &mut gemm.scales, n)?;
-            let mut launch = stream.launch_builder(&self.x_to_f16);
+            let mut launch = Launch::new(stream, &self.x_to_f16, self.pdl);
             launch.arg(x).arg(x16).arg(scales).arg(&ki);
             let config = LaunchConfig {
                 grid_dim: (n as u32, 1, 1),
@@ -422,7 +441,7 @@ impl Matmul {
             };
             *x16_k = Some(k);
             // SAFETY: matches `x_to_f16`; x holds n × k values, x16 n × k, scales n.
-            unsafe { launch.launch(config) }.map_err(failed(OP))?;
+            unsafe { launch.run(config) }.map_err(failed(OP))?;
         }
 
         let tile_rows = match input {
@@ -444,7 +463,7 @@ impl Matmul {
                     shared_mem_bytes: 0,
                 };
                 let (r0, nr) = (row0 as i64, rows as i64);
-                let mut launch = stream.launch_builder(dequant);
+                let mut launch = Launch::new(stream, dequant, self.pdl);
                 launch
                     .arg(&w.bytes)
                     .arg(&row_bytes)
@@ -454,7 +473,7 @@ impl Matmul {
                     .arg(&nr);
                 // SAFETY: matches `dequant_*`; the tile holds rows × k elements of its type and
                 // rows row0 .. row0 + rows exist.
-                unsafe { launch.launch(config) }.map_err(failed(OP))?;
+                unsafe { launch.run(config) }.map_err(failed(OP))?;
             }
             // Column-major, cuBLAS sees W's rows as columns of a k × m matrix and y as m × n:
             // y_tile (rows × n, leading dimension m) = op(W_tile)ᵀ · x (k × n).
@@ -518,10 +537,10 @@ impl Matmul {
                 block_dim: (256, 1, 1),
                 shared_mem_bytes: 0,
             };
-            let mut launch = stream.launch_builder(&self.scale_rows);
+            let mut launch = Launch::new(stream, &self.scale_rows, self.pdl);
             launch.arg(y).arg(scales).arg(&mi).arg(&total);
             // SAFETY: matches `scale_rows`; y holds n × m values, scales n.
-            unsafe { launch.launch(config) }.map_err(failed(OP))?;
+            unsafe { launch.run(config) }.map_err(failed(OP))?;
         }
         Ok(())
     }
@@ -563,7 +582,7 @@ impl Matmul {
                 block_dim: (256, 1, 1),
                 shared_mem_bytes: 0,
             };
-            let mut launch = stream.launch_builder(&kernels.get_rows);
+            let mut launch = Launch::new(stream, &kernels.get_rows, self.pdl);
             launch
                 .arg(&w.bytes)
                 .arg(&row_bytes)
@@ -572,7 +591,7 @@ impl Matmul {
                 .arg(&k);
             // SAFETY: matches `get_rows_*`; dst holds count × k values, and the caller keeps
             // the ids below m.
-            unsafe { launch.launch(config) }.map_err(failed(OP))?;
+            unsafe { launch.run(config) }.map_err(failed(OP))?;
         }
         Ok(())
     }
@@ -617,7 +636,7 @@ const MAX_PRODUCTS: usize = 3;
 /// first block; past the products in use, `first_block` holds the grid's block count.
 #[repr(C)]
 #[derive(Clone, Copy)]
-struct Products {
+pub(crate) struct Products {
     w: [CUdeviceptr; MAX_PRODUCTS],
     y: [CUdeviceptr; MAX_PRODUCTS],
     m: [i32; MAX_PRODUCTS],
@@ -637,6 +656,7 @@ const _: () = assert!(size_of::<Products>() == 72);
 fn matvec_q8_launches(
     stream: &Arc<CudaStream>,
     kernels: &Q8Kernels,
+    pdl: bool,
     products: &mut [(&DeviceWeight, &mut CudaSlice<f32>)],
     row_bytes: i64,
     q: &QuantizedRows,
@@ -693,7 +713,7 @@ fn matvec_q8_launches(
         let ds = q.ds.slice(first * 2 * (k / 32)..);
         let outliers = q.outliers.slice(first * record..);
         let ki = k as i32;
-        let mut launch = stream.launch_builder(kernel);
+        let mut launch = Launch::new(stream, kernel, pdl);
         launch
             .arg(&ps)
             .arg(&qs)
@@ -711,7 +731,7 @@ fn matvec_q8_launches(
         // buffer was checked to hold its m rows (with their padding), q holds x's n rows of k
         // quantized values and their outliers, each y n × m outputs; the launch covers rows
         // first .. first + 8 · groups (or + n % 8) ≤ n, and product p's blocks cover its m rows.
-        unsafe { launch.launch(config) }.map_err(failed(OP))?;
+        unsafe { launch.run(config) }.map_err(failed(OP))?;
     }
     drop(guards);
     Ok(())

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, CudaView, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, LaunchConfig};
 use plumb_model::{Activation, Activations, Result, Rope, RopeStyle};
 
 use crate::error::failed;
@@ -38,7 +38,7 @@ impl Ops<'_> {
             shared_mem_bytes: 0,
         };
         let group = group as u32;
-        let mut launch = self.stream.launch_builder(&self.kernels.rms_norm);
+        let mut launch = self.kernels.launch(self.stream, &self.kernels.rms_norm);
         launch
             .arg(&x.data)
             .arg(weight)
@@ -46,7 +46,7 @@ impl Ops<'_> {
             .arg(&group)
             .arg(&eps);
         // SAFETY: x and out hold n_groups × group values, weight holds group.
-        unsafe { launch.launch(cfg) }.map_err(failed(OP))?;
+        unsafe { launch.run(cfg) }.map_err(failed(OP))?;
         Ok(out)
     }
 
@@ -55,10 +55,10 @@ impl Ops<'_> {
         let mut out = CudaTensor::uninit(self.stream, OP, a.n_tokens(), a.width())?;
         let n = a.len() as u64;
         if n > 0 {
-            let mut launch = self.stream.launch_builder(&self.kernels.add);
+            let mut launch = self.kernels.launch(self.stream, &self.kernels.add);
             launch.arg(&a.data).arg(&b.data).arg(&mut out.data).arg(&n);
             // SAFETY: a, b and out hold n values.
-            unsafe { launch.launch(grid_stride(a.len())) }.map_err(failed(OP))?;
+            unsafe { launch.run(grid_stride(a.len())) }.map_err(failed(OP))?;
         }
         Ok(out)
     }
@@ -66,10 +66,10 @@ impl Ops<'_> {
     pub fn add_bias(&self, mut x: CudaTensor, bias: &CudaSlice<f32>) -> Result<CudaTensor> {
         let (n, width) = (x.len() as u64, x.width() as u32);
         if n > 0 {
-            let mut launch = self.stream.launch_builder(&self.kernels.add_bias);
+            let mut launch = self.kernels.launch(self.stream, &self.kernels.add_bias);
             launch.arg(&mut x.data).arg(bias).arg(&width).arg(&n);
             // SAFETY: x holds n values in rows of width, bias holds width.
-            unsafe { launch.launch(grid_stride(n as usize)) }.map_err(failed("add_bias"))?;
+            unsafe { launch.run(grid_stride(n as usize)) }.map_err(failed("add_bias"))?;
         }
         Ok(x)
     }
@@ -77,10 +77,10 @@ impl Ops<'_> {
     pub fn scale(&self, mut x: CudaTensor, factor: f32) -> Result<CudaTensor> {
         let n = x.len() as u64;
         if n > 0 {
-            let mut launch = self.stream.launch_builder(&self.kernels.scale);
+            let mut launch = self.kernels.launch(self.stream, &self.kernels.scale);
             launch.arg(&mut x.data).arg(&factor).arg(&n);
             // SAFETY: x holds n values.
-            unsafe { launch.launch(grid_stride(n as usize)) }.map_err(failed("scale"))?;
+            unsafe { launch.run(grid_stride(n as usize)) }.map_err(failed("scale"))?;
         }
         Ok(x)
     }
@@ -99,14 +99,14 @@ impl Ops<'_> {
                 Activation::Silu => &self.kernels.gated_silu,
                 Activation::GeluTanh => &self.kernels.gated_gelu_tanh,
             };
-            let mut launch = self.stream.launch_builder(kernel);
+            let mut launch = self.kernels.launch(self.stream, kernel);
             launch
                 .arg(&gate.data)
                 .arg(&up.data)
                 .arg(&mut out.data)
                 .arg(&n);
             // SAFETY: gate, up and out hold n values.
-            unsafe { launch.launch(grid_stride(gate.len())) }.map_err(failed(OP))?;
+            unsafe { launch.run(grid_stride(gate.len())) }.map_err(failed(OP))?;
         }
         Ok(out)
     }
@@ -127,7 +127,7 @@ impl Ops<'_> {
         let (n_tokens, n_heads) = (x.n_tokens() as u32, (x.width() / head_dim) as u32);
         let (head_dim, n_rot) = (head_dim as u32, rope.n_rot as u32);
         let neox = i32::from(rope.style == RopeStyle::Neox);
-        let mut launch = self.stream.launch_builder(&self.kernels.rope);
+        let mut launch = self.kernels.launch(self.stream, &self.kernels.rope);
         launch
             .arg(&mut x.data)
             .arg(positions)
@@ -139,7 +139,7 @@ impl Ops<'_> {
             .arg(&neox);
         // SAFETY: x holds n_tokens rows of n_heads heads, positions n_tokens values and
         // inv_freq n_rot / 2.
-        unsafe { launch.launch(grid_stride(pairs)) }.map_err(failed("rope"))?;
+        unsafe { launch.run(grid_stride(pairs)) }.map_err(failed("rope"))?;
         Ok(x)
     }
 
@@ -153,7 +153,7 @@ impl Ops<'_> {
         let mut out = CudaTensor::uninit(self.stream, OP, n_rows, x.width())?;
         let (n, width) = (out.len() as u64, x.width() as u32);
         if n > 0 {
-            let mut launch = self.stream.launch_builder(&self.kernels.select_rows);
+            let mut launch = self.kernels.launch(self.stream, &self.kernels.select_rows);
             launch
                 .arg(&x.data)
                 .arg(rows)
@@ -161,7 +161,7 @@ impl Ops<'_> {
                 .arg(&width)
                 .arg(&n);
             // SAFETY: rows holds n_rows indices below x's row count; out n_rows rows.
-            unsafe { launch.launch(grid_stride(n as usize)) }.map_err(failed(OP))?;
+            unsafe { launch.run(grid_stride(n as usize)) }.map_err(failed(OP))?;
         }
         Ok(out)
     }
@@ -187,7 +187,7 @@ impl Ops<'_> {
                 shared_mem_bytes: 0,
             };
             let group = group as u32;
-            let mut launch = self.stream.launch_builder(&self.kernels.add_rms_norm);
+            let mut launch = self.kernels.launch(self.stream, &self.kernels.add_rms_norm);
             launch
                 .arg(&a.data)
                 .arg(&b.data)
@@ -197,7 +197,7 @@ impl Ops<'_> {
                 .arg(&group)
                 .arg(&eps);
             // SAFETY: a, b, sum and out hold n_groups × group values, weight holds group.
-            unsafe { launch.launch(cfg) }.map_err(failed(OP))?;
+            unsafe { launch.run(cfg) }.map_err(failed(OP))?;
         }
         Ok((sum, out))
     }
@@ -228,8 +228,8 @@ impl Ops<'_> {
             );
             let (ub, has_ub) = (up_bias.unwrap_or(&up.data), i32::from(up_bias.is_some()));
             let mut launch = self
-                .stream
-                .launch_builder(&self.kernels.gated_activation_bias);
+                .kernels
+                .launch(self.stream, &self.kernels.gated_activation_bias);
             launch
                 .arg(&gate.data)
                 .arg(gb)
@@ -243,7 +243,7 @@ impl Ops<'_> {
                 .arg(&n);
             // SAFETY: gate, up and out hold n values in rows of width; each bias that is read
             // holds width.
-            unsafe { launch.launch(grid_stride(n as usize)) }.map_err(failed(OP))?;
+            unsafe { launch.run(grid_stride(n as usize)) }.map_err(failed(OP))?;
         }
         Ok(out)
     }
@@ -265,7 +265,7 @@ impl Ops<'_> {
             shared_mem_bytes: 0,
         };
         let (width, k32) = (logits.width() as u32, k as u32);
-        let mut launch = self.stream.launch_builder(&self.kernels.top_k);
+        let mut launch = self.kernels.launch(self.stream, &self.kernels.top_k);
         launch
             .arg(&logits.data)
             .arg(&width)
@@ -273,7 +273,7 @@ impl Ops<'_> {
             .arg(&mut ids)
             .arg(&mut values);
         // SAFETY: logits holds rows × width values, ids and values rows × k, k ≤ width.
-        unsafe { launch.launch(cfg) }.map_err(failed(OP))?;
+        unsafe { launch.run(cfg) }.map_err(failed(OP))?;
         let ids = self.stream.clone_dtoh(&ids).map_err(failed(OP))?;
         let values = self.stream.clone_dtoh(&values).map_err(failed(OP))?;
         Ok(ids

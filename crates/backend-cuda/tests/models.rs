@@ -334,3 +334,84 @@ fn graph_replays_match_steps_run_op_by_op() {
         assert_eq!(eager.backend().graph_replays(), 0, "{arch}");
     }
 }
+
+/// Kernels launched with programmatic dependent launch, each starting before the one before it
+/// has ended, compute what kernels launched one after another compute, to the bit, with Q4_K
+/// and Q6_K weights (the 8-bit activations' quantization and products, and the dequantization
+/// for cuBLAS): prompts of 37 (cuBLAS), 5 and 12 tokens (the matrix-vector kernels, in a group
+/// of 8 and alone), then decode steps of three sequences and of one, run op by op and replayed
+/// from CUDA graphs. A kernel that read its input before waiting for the kernel that writes it
+/// would read the previous layer's or step's values.
+#[test]
+fn kernels_that_start_early_compute_what_kernels_in_turn_do() {
+    if !require_cuda!().with_pdl(true).pdl() {
+        plumb_testutil::skip(
+            module_path!(),
+            "this GPU has no programmatic dependent launch (Hopper and later)",
+        );
+        return;
+    }
+    let backend = |pdl: bool, graphs: bool| {
+        CudaBackend::new(0)
+            .unwrap()
+            .with_pdl(pdl)
+            .with_graphs(graphs)
+    };
+    let types = [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q4_K];
+    for (arch, ty) in ARCHS.into_iter().zip(types) {
+        // Rows of 256 and 512: whole blocks.
+        let spec = Synthetic {
+            matrix_type: ty,
+            n_embd: 256,
+            n_head: 4,
+            head_dim: 64,
+            n_ff: 512,
+            ..Synthetic::tiny(arch)
+        };
+        let file = file_of(&spec.writer(7));
+        for graphs in [false, true] {
+            let models = [false, true]
+                .map(|pdl| Model::from_file(file.clone(), backend(pdl, graphs)).unwrap());
+            assert!(!models[0].backend().pdl() && models[1].backend().pdl());
+            let config = KvConfig::new(96, 3, 40).with_block_size(4);
+            let mut caches = [&models[0], &models[1]].map(|m| m.new_kv_cache(config).unwrap());
+            let prompts = [tokens(1, 37), tokens(2, 5), tokens(3, 12)];
+            for (seq, prompt) in prompts.iter().enumerate() {
+                let [serial, early] = [0, 1].map(|i| {
+                    models[i]
+                        .eval(&mut caches[i], seq, prompt, LogitsFor::All)
+                        .unwrap()
+                });
+                assert!(
+                    serial.rows().eq(early.rows()),
+                    "{arch}, graphs {graphs}: prompt {seq}'s logits differ"
+                );
+            }
+            // 24 steps of the three sequences, then 8 of the first alone.
+            let mut next = prompts.map(|p| p.len());
+            for step in 0..32 {
+                let mut batch = Batch::new();
+                let seqs = if step < 24 { 0..3 } else { 0..1 };
+                for seq in seqs {
+                    let token = (step * 3 + seq as u32) % 64;
+                    batch.push(token, seq, next[seq], true);
+                    next[seq] += 1;
+                }
+                let [serial, early] =
+                    [0, 1].map(|i| models[i].forward(&batch, &mut caches[i]).unwrap());
+                for i in 0..batch.places().len() {
+                    assert_eq!(
+                        serial.for_token(i).unwrap(),
+                        early.for_token(i).unwrap(),
+                        "{arch}, graphs {graphs}: step {step}, token {i} differs"
+                    );
+                }
+            }
+            if graphs {
+                // Two steps of each layout run op by op, the rest are replays.
+                let replays = models[1].backend().graph_replays();
+                assert!(replays >= 26, "{arch}: {replays} replays");
+            }
+        }
+    }
+}

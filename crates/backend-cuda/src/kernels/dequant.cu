@@ -1,4 +1,4 @@
-// (After f16.cuh and blocks.cuh.) Dequantizing kernels, bit-exact with
+// (After pdl.cuh, f16.cuh and blocks.cuh.) Dequantizing kernels, bit-exact with
 // plumb_ggml::dequantize_row: embedding lookups (get_rows, f32 out) and the weight side of the
 // cuBLAS path (f16 out; f32 for BF16), each thread making one piece of P elements.
 //
@@ -19,6 +19,8 @@ template <class T>
 __device__ __forceinline__ void get_rows(const u8* __restrict__ w, long long row_bytes,
                                          const u32* __restrict__ rows, float* __restrict__ out,
                                          int k) {
+    start_dependents();
+    wait_for_producers();
     const long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= k / T::P) return;
     float y[T::P];
@@ -31,6 +33,8 @@ __device__ __forceinline__ void get_rows(const u8* __restrict__ w, long long row
 template <class T, class O>
 __device__ __forceinline__ void dequant(const u8* __restrict__ w, long long row_bytes,
                                         O* __restrict__ out, int k, long long row0, long long n_rows) {
+    start_dependents();
+    wait_for_producers();
     const long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const long long per_row = k / T::P;
     if (p >= n_rows * per_row) return;
@@ -93,6 +97,8 @@ extern "C" __global__ void dequant_bf16(const u8* w, long long row_bytes, float*
 extern "C" __global__ void __launch_bounds__(X_TO_F16_THREADS)
     x_to_f16(const float* __restrict__ x, u16* __restrict__ out, float* __restrict__ scale,
              int k) {
+    start_dependents();
+    wait_for_producers();
     __shared__ float part[X_TO_F16_THREADS / 32];
     const float* xr = x + (long long)blockIdx.x * k;
     float amax = 0.0f;
@@ -119,6 +125,8 @@ extern "C" __global__ void __launch_bounds__(X_TO_F16_THREADS)
 // y[r][c] *= scale[r], for y of n rows of m.
 extern "C" __global__ void scale_rows(float* __restrict__ y, const float* __restrict__ scale,
                                       int m, long long total) {
+    start_dependents();
+    wait_for_producers();
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < total) y[i] *= scale[i / m];
 }

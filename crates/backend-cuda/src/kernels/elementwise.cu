@@ -1,6 +1,8 @@
-// Elementwise ops over n floats, in grid-stride loops.
+// Elementwise ops over n floats, in grid-stride loops (after pdl.cuh).
 
-#define GRID_STRIDE(i, n) \
+#define GRID_STRIDE(i, n)                                                                  \
+    start_dependents();                                                                    \
+    wait_for_producers();                                                                  \
     for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; \
          i < (n); i += (unsigned long long)gridDim.x * blockDim.x)
 

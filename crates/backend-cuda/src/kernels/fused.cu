@@ -11,6 +11,8 @@ __device__ __forceinline__ float warp_sum(float v) {
 // block per group.
 extern "C" __global__ void add_rms_norm(const float* a, const float* b, const float* weight,
                                         float* sum, float* out, unsigned int group, float eps) {
+    start_dependents();
+    wait_for_producers();
     __shared__ float warp_sums[32];
     const unsigned long long base = (unsigned long long)blockIdx.x * group;
     float ss = 0.0f;
@@ -55,6 +57,8 @@ extern "C" __global__ void rope_store_kv(float* q, float* k, const float* v,
                                          unsigned short* v_cache, unsigned int n_head,
                                          unsigned int n_head_kv, unsigned int head_dim,
                                          unsigned int n_rot, int neox, unsigned int v_width) {
+    start_dependents();
+    wait_for_producers();
     const unsigned int t = blockIdx.x, y = blockIdx.y, half = n_rot / 2;
     const double pos = positions[t];
     const unsigned int k_width = n_head_kv * head_dim;
@@ -86,6 +90,8 @@ extern "C" __global__ void gated_activation_bias(const float* gate, const float*
                                                  const float* up_bias, int has_up_bias,
                                                  float* out, unsigned int width, int act,
                                                  unsigned long long n) {
+    start_dependents();
+    wait_for_producers();
     const float SQRT_2_OVER_PI = 0.7978845608028654f;
     for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
          i += (unsigned long long)gridDim.x * blockDim.x) {

@@ -5,6 +5,8 @@ extern "C" __global__ void store_kv(const float* k, const float* v, const unsign
                                     unsigned short* k_cache, unsigned short* v_cache,
                                     unsigned int k_width, unsigned int v_width,
                                     unsigned int n_tokens) {
+    start_dependents();
+    wait_for_producers();
     const unsigned int t = blockIdx.y;
     if (t >= n_tokens) return;
     const unsigned long long slot = slots[t];
@@ -20,6 +22,8 @@ extern "C" __global__ void store_kv(const float* k, const float* v, const unsign
 // blocks).
 extern "C" __global__ void copy_within(unsigned short* buf, unsigned long long src,
                                        unsigned long long dst, unsigned long long n) {
+    start_dependents();
+    wait_for_producers();
     for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
          i += (unsigned long long)gridDim.x * blockDim.x)
         buf[dst + i] = buf[src + i];

@@ -635,6 +635,8 @@ struct F32 {
 template <class T, int N, int R>
 __device__ __forceinline__ void matvec(const u8* __restrict__ w, const float* __restrict__ x,
                                        float* __restrict__ y, int k, int m, long long row_bytes) {
+    start_dependents();
+    wait_for_producers();
     const int lane = threadIdx.x & 31;
     const int row0 = (blockIdx.x * WARPS + (threadIdx.x >> 5)) * R;
     if (row0 >= m) return;

@@ -73,6 +73,8 @@ __device__ __forceinline__ float warp_max(float v) {
 extern "C" __global__ void __launch_bounds__(QUANTIZE_THREADS)
     quantize_q8(const float* __restrict__ x, int k, float factor, signed char* __restrict__ qs,
                 float2* __restrict__ ds, u32* __restrict__ outliers, int cap) {
+    start_dependents();
+    wait_for_producers();
     const int row = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     constexpr int WARPS_Q = QUANTIZE_THREADS / 32;
     const float* xr = x + (long long)row * k;
@@ -484,6 +486,8 @@ __device__ __forceinline__ void matvec_q8(const Products& ps,
     float* __restrict__ y = p == 2 ? ps.y[2] : p == 1 ? ps.y[1] : ps.y[0];
     const int m = p == 2 ? ps.m[2] : p == 1 ? ps.m[1] : ps.m[0];
     const int first = p == 2 ? ps.first_block[2] : p == 1 ? ps.first_block[1] : 0;
+    start_dependents();
+    wait_for_producers();
     const int lane = threadIdx.x & 31;
     const int row0 = ((b - first) * WARPS + (threadIdx.x >> 5)) * R;
     if (row0 >= m) return;

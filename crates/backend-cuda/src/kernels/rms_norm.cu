@@ -8,6 +8,8 @@ __device__ __forceinline__ float warp_sum(float v) {
 
 extern "C" __global__ void rms_norm(const float* x, const float* weight, float* out,
                                     unsigned int group, float eps) {
+    start_dependents();
+    wait_for_producers();
     __shared__ float warp_sums[32];
     const unsigned long long base = (unsigned long long)blockIdx.x * group;
     const float* xg = x + base;

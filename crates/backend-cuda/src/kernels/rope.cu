@@ -5,6 +5,8 @@
 extern "C" __global__ void rope(float* x, const unsigned int* positions, const double* inv_freq,
                                 unsigned int n_tokens, unsigned int n_heads,
                                 unsigned int head_dim, unsigned int n_rot, int neox) {
+    start_dependents();
+    wait_for_producers();
     const unsigned int half = n_rot / 2;
     const unsigned long long n = (unsigned long long)n_tokens * n_heads * half;
     for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;

@@ -26,6 +26,8 @@ __device__ __forceinline__ unsigned long long warp_max(unsigned long long v) {
 
 extern "C" __global__ void __launch_bounds__(THREADS)
 top_k(const float* logits, unsigned int width, unsigned int k, unsigned int* ids, float* values) {
+    start_dependents();
+    wait_for_producers();
     __shared__ unsigned long long warp_best[THREADS / 32];
     const float* row = logits + (unsigned long long)blockIdx.x * width;
     const unsigned int warp = threadIdx.x / 32, lane = threadIdx.x % 32;

@@ -1,0 +1,170 @@
+//! Kernel launches with programmatic dependent launch (PDL), where `PLUMB_CUDA_PDL=1`: on
+//! Hopper and later, a kernel launched with `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`
+//! may start while the kernel before it in the stream is still running, as soon as every
+//! block of that one has called `start_dependents()`; it then waits in `wait_for_producers()`
+//! for it to finish (`kernels/pdl.cuh`). A decode step's small kernels (norms, the
+//! activations' quantization, RoPE, the activation, the residual add) then need not cost a
+//! whole launch each. Stream capture records the attribute as programmatic edges of the CUDA
+//! graph, but only between two kernels (see `graphs::GraphShape`).
+//!
+//! It is off by default: in a recorded 7B decode step only 145 of 501 kernels got a
+//! programmatic edge, most of the others following an allocation or a free of an activation,
+//! and alternated with main's build (H200, tg128) it gave TinyLlama Q4_K_M +2.5% and Llama-2
+//! 7B Q4_K_M −1.4% (docs/benchmarks.md, sixth CUDA round). Activations in buffers allocated before the
+//! recording would make the step's edges kernel to kernel.
+//!
+//! cudarc's launch builder cannot set launch attributes, hence this one. Every kernel it
+//! launches with PDL must wait before it reads what an earlier kernel wrote and before it
+//! writes anything (pdl.cuh says why); kernels from other sources (cuBLAS, the attention
+//! kernels) are launched without the attribute and run after everything before them, as
+//! always.
+
+use std::ffi::c_void;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use cudarc::driver::sys::{
+    self, CUdeviceptr, CUlaunchAttribute, CUlaunchAttributeID, CUlaunchConfig,
+};
+use cudarc::driver::{
+    CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut,
+    DriverError, LaunchConfig,
+};
+
+/// Set to `1` to launch the backend's kernels with programmatic dependent launch.
+pub const PDL_ENV: &str = "PLUMB_CUDA_PDL";
+
+/// Whether kernels on a device of compute capability `major` are launched with PDL: where
+/// `PLUMB_CUDA_PDL=1`, from Hopper (9.0) on, which has it.
+pub(crate) fn pdl_from_env(major: i32) -> bool {
+    major >= 9 && std::env::var(PDL_ENV).is_ok_and(|v| v == "1")
+}
+
+/// One argument as the driver takes it: the address of its value.
+enum Arg {
+    /// A value that the caller's reference keeps alive.
+    Value(*const c_void),
+    /// A buffer's device address, kept here.
+    Address(CUdeviceptr),
+}
+
+/// A kernel launch: its arguments, in the kernel's order, then [`Launch::run`].
+pub(crate) struct Launch<'a> {
+    stream: &'a Arc<CudaStream>,
+    function: &'a CudaFunction,
+    pdl: bool,
+    args: Vec<Arg>,
+    /// The argument references, which must outlive the launch.
+    marker: PhantomData<&'a ()>,
+}
+
+/// What a kernel argument can be: a plain value, or a device buffer (its address).
+pub(crate) trait KernelArg<'a> {
+    fn push(self, launch: &mut Launch<'a>);
+}
+
+macro_rules! value_args {
+    ($($t:ty),*) => {$(
+        impl<'a> KernelArg<'a> for &'a $t {
+            fn push(self, launch: &mut Launch<'a>) {
+                launch.args.push(Arg::Value((self as *const $t).cast()));
+            }
+        }
+    )*};
+}
+value_args!(i32, u32, i64, u64, f32, crate::matmul::Products);
+
+// The buffers' addresses are taken without the events that order other streams after them:
+// the backend runs on one stream and turns event tracking off (see `CudaBackend::new`).
+impl<'a, T> KernelArg<'a> for &'a CudaSlice<T> {
+    fn push(self, launch: &mut Launch<'a>) {
+        let (address, _) = self.device_ptr(launch.stream);
+        launch.args.push(Arg::Address(address));
+    }
+}
+
+impl<'a, T> KernelArg<'a> for &'a mut CudaSlice<T> {
+    fn push(self, launch: &mut Launch<'a>) {
+        let (address, _) = self.device_ptr_mut(launch.stream);
+        launch.args.push(Arg::Address(address));
+    }
+}
+
+impl<'a, T> KernelArg<'a> for &'a CudaView<'_, T> {
+    fn push(self, launch: &mut Launch<'a>) {
+        let (address, _) = self.device_ptr(launch.stream);
+        launch.args.push(Arg::Address(address));
+    }
+}
+
+impl<'a, T> KernelArg<'a> for &'a mut CudaViewMut<'_, T> {
+    fn push(self, launch: &mut Launch<'a>) {
+        let (address, _) = self.device_ptr_mut(launch.stream);
+        launch.args.push(Arg::Address(address));
+    }
+}
+
+impl<'a> Launch<'a> {
+    /// A launch of `function` on `stream`, with PDL where `pdl` is set.
+    pub fn new(stream: &'a Arc<CudaStream>, function: &'a CudaFunction, pdl: bool) -> Self {
+        Launch {
+            stream,
+            function,
+            pdl,
+            args: Vec::with_capacity(16),
+            marker: PhantomData,
+        }
+    }
+
+    /// Appends the next argument.
+    pub fn arg(&mut self, arg: impl KernelArg<'a>) -> &mut Self {
+        arg.push(self);
+        self
+    }
+
+    /// Queues the kernel on the stream.
+    ///
+    /// # Safety
+    /// The arguments must be those of the kernel, in its order and with its types, and the
+    /// kernel must stay within the buffers it is given. With PDL, the kernel must follow
+    /// pdl.cuh's rules.
+    pub unsafe fn run(&mut self, config: LaunchConfig) -> Result<(), DriverError> {
+        self.stream.context().bind_to_thread()?;
+        let mut params: Vec<*mut c_void> = self
+            .args
+            .iter_mut()
+            .map(|arg| match arg {
+                Arg::Value(p) => p.cast_mut(),
+                Arg::Address(address) => (address as *mut CUdeviceptr).cast(),
+            })
+            .collect();
+        // SAFETY: an all-zero attribute is a valid value of the C struct and union.
+        let mut attribute: CUlaunchAttribute = unsafe { std::mem::zeroed() };
+        attribute.id = CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attribute.value.programmaticStreamSerializationAllowed = 1;
+        let (grid, block) = (config.grid_dim, config.block_dim);
+        let driver_config = CUlaunchConfig {
+            gridDimX: grid.0,
+            gridDimY: grid.1,
+            gridDimZ: grid.2,
+            blockDimX: block.0,
+            blockDimY: block.1,
+            blockDimZ: block.2,
+            sharedMemBytes: config.shared_mem_bytes,
+            hStream: self.stream.cu_stream(),
+            attrs: &mut attribute,
+            numAttrs: u32::from(self.pdl),
+        };
+        // SAFETY: the parameters point at the argument values, which outlive the call (the
+        // driver copies them); the caller vouches for the kernel and its arguments.
+        unsafe {
+            sys::cuLaunchKernelEx(
+                &driver_config,
+                self.function.cu_function(),
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        }
+        .result()
+    }
+}
