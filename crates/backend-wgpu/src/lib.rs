@@ -8,9 +8,9 @@
 //! KV cache is f16, paged as [`plumb_model::KvCache`] lays it out. RoPE angles are computed
 //! on the host in f64, per pass.
 //!
-//! Ops only record work: a forward pass is one command buffer, submitted when its logits are
-//! read back ([`Backend::to_host`]) or reduced to their top-k on the device
-//! ([`Backend::top_k`]).
+//! Ops only record work, submitted in command buffers of a few dozen dispatches as they are
+//! recorded (`commands.rs`); the host waits for the GPU only when the logits are read back
+//! ([`Backend::to_host`]) or reduced to their top-k on the device ([`Backend::top_k`]).
 //!
 //! What the kernels need of the device: compute shaders and storage buffers (WebGPU's core).
 //! The matrix products use subgroup operations (`subgroupAdd`) where the device has them,
@@ -142,10 +142,10 @@ impl WgpuBackend {
         self.subgroups
     }
 
-    /// Command buffers submitted so far (weight uploads aside): one per forward pass, and
-    /// one per readback an observer asks for.
-    pub fn command_buffers_submitted(&self) -> u64 {
-        self.recorder.submitted()
+    /// Readbacks so far, each a wait for the GPU: one per forward pass, and one per
+    /// tensor an observer asks for.
+    pub fn readbacks(&self) -> u64 {
+        self.recorder.readbacks()
     }
 
     /// Whether the adapter is a CPU (lavapipe): the same kernels, orders of magnitude slower.
