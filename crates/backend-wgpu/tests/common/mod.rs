@@ -65,9 +65,13 @@ pub fn host<B: Backend>(backend: &B, x: &B::Tensor) -> Vec<f32> {
     backend.to_host(x).unwrap()
 }
 
-/// max |a − b| / max |b|.
+/// max |a − b| / max |b|; NaN where either holds a NaN, so that no bound passes it (f32's
+/// `max` would drop it).
 pub fn max_rel_diff(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len());
+    if a.iter().chain(b).any(|v| v.is_nan()) {
+        return f32::NAN;
+    }
     let scale = b.iter().fold(0.0f32, |m, v| m.max(v.abs()));
     let diff = a
         .iter()
