@@ -4,8 +4,9 @@
 //! Weights are uploaded once, as the GGUF blocks are stored, and dequantized by the kernels
 //! that read them (`shaders/dequant.wgsl`); a weight larger than a binding is split by rows,
 //! and a batch whose activations are (the logits of a long prompt) is processed in windows.
-//! Activations are f32 device buffers; every product and reduction accumulates in f32. The
-//! KV cache is f16, paged as [`plumb_model::KvCache`] lays it out. RoPE angles are computed
+//! Activations are f32 device buffers; every product and reduction accumulates in f32, but
+//! for the decoding products of Q4_K on devices with subgroup operations, which quantize each
+//! 16 activations to bytes and sum integer products (`unit_products.rs`). The KV cache is f16, paged as [`plumb_model::KvCache`] lays it out. RoPE angles are computed
 //! on the host in f64, per pass.
 //!
 //! Ops only record work, submitted in command buffers of a few dozen dispatches as they are
@@ -15,7 +16,9 @@
 //! What the kernels need of the device: compute shaders and storage buffers (WebGPU's core).
 //! The matrix products use subgroup operations (`subgroupAdd`) where the device has them,
 //! else a reduction in workgroup memory; both are tested. `shader-f16` is not needed: f16
-//! values are packed and unpacked with WGSL's core `pack2x16float`/`unpack2x16float`.
+//! values are packed and unpacked with WGSL's core `pack2x16float`/`unpack2x16float`. The
+//! integer products are WGSL's `dot4I8Packed` (one instruction where the Vulkan driver has
+//! integer dot products, a few otherwise).
 
 mod bind_groups;
 mod buffer_pool;
