@@ -1,4 +1,4 @@
-//! Bind groups kept from one command buffer to the next. Creating one per dispatch was most
+//! Bind groups kept from one pass to the next. Creating one per dispatch was most
 //! of the host's time recording a decode step (0.9 of 1.2 ms for smollm2-135m on lavapipe);
 //! with activation buffers from a pool and parameters at the same offsets, a decode step binds
 //! what the step before it bound, for every dispatch but those that read the pass's own
@@ -41,10 +41,10 @@ struct Key {
     bound: Vec<Bound>,
 }
 
-/// The bind groups of the last command buffer and of the pending one.
+/// The bind groups of the last pass and of the pending one.
 #[derive(Default)]
 pub(crate) struct BindGroups {
-    /// Each with whether the pending command buffer uses it.
+    /// Each with whether the pending pass uses it.
     by_key: HashMap<Key, (wgpu::BindGroup, bool)>,
 }
 
@@ -82,9 +82,9 @@ impl BindGroups {
         group
     }
 
-    /// At a submission: forgets the bind groups the submitted command buffer did not use, and
-    /// the buffers they alone held.
-    pub fn submitted(&mut self) {
+    /// At the end of a pass: forgets the bind groups the pass did not use, and the buffers
+    /// they alone held.
+    pub fn pass_ended(&mut self) {
         self.by_key.retain(|_, (_, used)| std::mem::take(used));
     }
 }

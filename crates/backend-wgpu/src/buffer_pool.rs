@@ -1,7 +1,7 @@
 //! Activation buffers kept for reuse: a decode step makes the same few dozen sizes of tensor
 //! in every layer, and creating (and later destroying) a device buffer for each costs host
 //! time in every step. A dropped tensor's buffer goes back to the pool, and the next tensor
-//! of its size takes it, also later in the same command buffer: wgpu orders the dispatches
+//! of its size takes it, also later in the same pass: wgpu and the queue order the dispatches
 //! that write it after those that read it before.
 
 use std::collections::HashMap;

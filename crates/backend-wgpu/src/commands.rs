@@ -1,8 +1,9 @@
-//! Recording: every op appends its dispatch to one pending command encoder, which is
-//! submitted only when something is read back. A forward pass is thus one command buffer,
-//! and the logits (or the top-k ids) are its only readback. Consecutive dispatches share one
-//! compute pass (wgpu orders them as it orders passes): a decode step of a 7B model has
-//! hundreds, and a pass for each costs host time in every step.
+//! Recording: every op appends its dispatch to a pending command encoder, which is submitted
+//! when something is read back, and also every SUBMIT_EVERY dispatches, so that the GPU
+//! starts on the first layers of a pass while the host still records the rest. The logits
+//! (or the top-k ids) are a pass's only readback, the one wait for the GPU. Consecutive
+//! dispatches share one compute pass (wgpu orders them as it orders passes): a decode step of
+//! a 7B model has hundreds, and a pass for each costs host time in every step.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -17,12 +18,18 @@ use crate::wait::map_read;
 /// The command encoder of the work recorded since the last readback.
 pub(crate) struct Recorder {
     state: Mutex<State>,
-    /// Command buffers submitted so far.
-    submitted: AtomicU64,
+    /// Readbacks so far: the waits for the GPU.
+    readbacks: AtomicU64,
 }
+
+/// Dispatches after which the pending command buffer is submitted even though nothing is
+/// read back yet.
+const SUBMIT_EVERY: usize = 48;
 
 struct State {
     pending: Option<Pending>,
+    /// Dispatches in the pending command buffer.
+    pending_dispatches: usize,
     /// The parameters of the pending dispatches.
     params: Params,
     bind_groups: BindGroups,
@@ -78,11 +85,12 @@ impl Recorder {
         Recorder {
             state: Mutex::new(State {
                 pending: None,
+                pending_dispatches: 0,
                 params: Params::default(),
                 bind_groups: BindGroups::default(),
                 timings: Timings::new(gpu),
             }),
-            submitted: AtomicU64::new(0),
+            readbacks: AtomicU64::new(0),
         }
     }
 
@@ -145,9 +153,15 @@ impl Recorder {
             pass.set_bind_group(0, &bind_group, &[]);
             pass.dispatch_workgroups(x as u32, y as u32, z as u32);
         };
+        state.pending_dispatches += 1;
         match &mut state.timings {
             Some(timings) => timings.timed(pass, kernel, weight_bytes, dispatch),
             None => dispatch(pass),
+        }
+        // Not with the timings: they wait for each command buffer they time, and their
+        // table is of whole passes.
+        if state.timings.is_none() && state.pending_dispatches >= SUBMIT_EVERY {
+            self.submit_pending(gpu, state, false)?;
         }
         Ok(())
     }
@@ -165,6 +179,7 @@ impl Recorder {
             encoder.copy_buffer_to_buffer(source, 0, &staging, 0, size);
         });
         self.submit(gpu)?;
+        self.readbacks.fetch_add(1, Ordering::Relaxed);
         map_read(&gpu.device, &staging)?;
         let data = staging
             .get_mapped_range(..)
@@ -177,26 +192,35 @@ impl Recorder {
         }
     }
 
-    /// Command buffers submitted so far.
-    pub fn submitted(&self) -> u64 {
-        self.submitted.load(Ordering::Relaxed)
+    /// Readbacks so far: the times the host waited for the GPU.
+    pub fn readbacks(&self) -> u64 {
+        self.readbacks.load(Ordering::Relaxed)
     }
 
-    /// Submits the pending work, if any.
+    /// Submits the pending work, if any, at the end of a pass or before a readback.
     pub fn submit(&self, gpu: &Gpu) -> Result<(), String> {
         let mut guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let state = &mut *guard;
+        self.submit_pending(gpu, &mut guard, true)
+    }
+
+    /// Submits the pending work, if any. At the end of a pass (`pass_end`) the parameters
+    /// start again at the first block and the bind groups the pass did not use are dropped;
+    /// a submission within a pass keeps both, for the dispatches still to come.
+    fn submit_pending(&self, gpu: &Gpu, state: &mut State, pass_end: bool) -> Result<(), String> {
         if let Some(mut pending) = state.pending.take() {
             state.params.write(gpu);
-            state.bind_groups.submitted();
             if let Some(timings) = &state.timings {
                 timings.resolve(pending.encoder());
             }
             gpu.queue.submit([pending.finish()]);
-            self.submitted.fetch_add(1, Ordering::Relaxed);
+            state.pending_dispatches = 0;
             if let Some(timings) = &mut state.timings {
                 timings.collect(gpu)?;
             }
+        }
+        if pass_end {
+            state.params.restart();
+            state.bind_groups.pass_ended();
         }
         match gpu.take_error() {
             Some(error) => Err(error),

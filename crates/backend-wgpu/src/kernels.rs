@@ -3,6 +3,7 @@
 //! kernels also once per number of rows a subgroup (or workgroup) takes.
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::sync::Mutex;
 
 use crate::gpu::Gpu;
@@ -31,11 +32,19 @@ pub(crate) enum Kernel {
         gated: Option<u32>,
     },
     /// The same, for the types with a unit file (`Quant::matvec_unit`), read in units side
-    /// by side.
+    /// by side, with quantized activations: `products` weight chunks (1 to 3) that take the
+    /// same input, each with its own output, `rows` rows per workgroup.
     MatvecUnits {
         quant: Quant,
         rows: u32,
-        gated: Option<u32>,
+        products: u32,
+    },
+    /// The gated FFN's gate and up projections in units, and the activation (its code in
+    /// `activations.wgsl`) applied: act(gate) ⊙ up.
+    MatvecUnitsGated {
+        quant: Quant,
+        rows: u32,
+        act: u32,
     },
     Embed(Quant),
     RmsNorm,
@@ -60,6 +69,7 @@ impl Kernel {
             Kernel::Matvec { .. } => "matvec",
             Kernel::MatvecSubgroup { .. } => "matvec_subgroup",
             Kernel::MatvecUnits { .. } => "matvec_units",
+            Kernel::MatvecUnitsGated { .. } => "matvec_units_gated",
             Kernel::Embed(_) => "embed",
             Kernel::RmsNorm => "rms_norm",
             Kernel::AddRmsNorm => "add_rms_norm",
@@ -83,6 +93,7 @@ impl Kernel {
             Kernel::Matvec { .. } => include_str!("shaders/matvec.wgsl"),
             Kernel::MatvecSubgroup { .. } => include_str!("shaders/matvec_subgroup.wgsl"),
             Kernel::MatvecUnits { .. } => include_str!("shaders/matvec_units.wgsl"),
+            Kernel::MatvecUnitsGated { .. } => include_str!("shaders/matvec_units_gated.wgsl"),
             Kernel::Embed(_) => include_str!("shaders/embed.wgsl"),
             Kernel::RmsNorm => include_str!("shaders/rms_norm.wgsl"),
             Kernel::AddRmsNorm => include_str!("shaders/add_rms_norm.wgsl"),
@@ -102,9 +113,21 @@ impl Kernel {
     /// The kernel's name, with its weight type and rows: "matvec_subgroup dq4_q4_k × 2".
     pub fn label(self) -> String {
         match self {
+            Kernel::MatvecUnits {
+                quant,
+                rows,
+                products,
+            } => format!(
+                "{} {} × {rows}, {products} product{}",
+                self.name(),
+                quant.wgsl_fn(),
+                if products > 1 { "s" } else { "" }
+            ),
+            Kernel::MatvecUnitsGated { quant, rows, .. } => {
+                format!("{} {} × {rows}", self.name(), quant.wgsl_fn())
+            }
             Kernel::Matvec { quant, rows, gated }
-            | Kernel::MatvecSubgroup { quant, rows, gated }
-            | Kernel::MatvecUnits { quant, rows, gated } => format!(
+            | Kernel::MatvecSubgroup { quant, rows, gated } => format!(
                 "{} {} × {rows}{}",
                 self.name(),
                 quant.wgsl_fn(),
@@ -123,7 +146,8 @@ impl Kernel {
             Kernel::Matmul(q) | Kernel::MatmulSubgroup(q) | Kernel::Embed(q) => Some(q),
             Kernel::Matvec { quant, .. }
             | Kernel::MatvecSubgroup { quant, .. }
-            | Kernel::MatvecUnits { quant, .. } => Some(quant),
+            | Kernel::MatvecUnits { quant, .. }
+            | Kernel::MatvecUnitsGated { quant, .. } => Some(quant),
             _ => None,
         }
     }
@@ -143,13 +167,28 @@ impl Kernel {
             _ => {}
         }
         let quant = self.quant()?;
-        if let Kernel::MatvecUnits { rows, gated, .. } = self {
+        let units = |rows: u32, weights: u32, outputs: u32| -> Option<String> {
             let (unit, _) = quant.matvec_unit()?;
-            return Some(format!(
-                "{}\nconst ROWS: u32 = {rows}u;\n{}\n{unit}\n",
-                include_str!("shaders/matvec_io.wgsl"),
-                matvec_finish(gated),
-            ));
+            Some(format!(
+                "{}\n{}\nconst ROWS: u32 = {rows}u;\n{}\n{unit}\n",
+                include_str!("shaders/matvec_units_io.wgsl"),
+                units_bindings(weights, outputs),
+                include_str!("shaders/quantize_x16.wgsl"),
+            ))
+        };
+        match self {
+            Kernel::MatvecUnits { rows, products, .. } => {
+                let io = units(rows, products, products)?;
+                return Some(format!("{io}\nconst PRODUCTS: u32 = {products}u;\n"));
+            }
+            Kernel::MatvecUnitsGated { rows, act, .. } => {
+                let io = units(rows, 2, 1)?;
+                return Some(format!(
+                    "{io}\n{}\nconst ACT: u32 = {act}u;\n",
+                    include_str!("shaders/activations.wgsl")
+                ));
+            }
+            _ => {}
         }
         let dequant = format!(
             "{}\n{}\nfn dq4(row: u32, g: u32) -> vec4<f32> {{\n    return {}(row, g);\n}}\n",
@@ -188,6 +227,48 @@ fn matvec_finish(gated: Option<u32>) -> String {
         ),
         None => include_str!("shaders/matvec_store.wgsl").to_owned(),
     }
+}
+
+/// The unit kernels' weight and output bindings, after their parameters (0) and activations
+/// (1): weights `w0`, `w1`, … from binding 2, then outputs `y0`, …, with `weight(s, i)`, vec4 i
+/// of weight s, and `store(s, i, v)`, which writes v as value i of output s. A dispatch's
+/// products are a uniform choice for each workgroup.
+fn units_bindings(weights: u32, outputs: u32) -> String {
+    let mut wgsl = String::new();
+    for i in 0..weights {
+        let _ = writeln!(
+            wgsl,
+            "@group(0) @binding({}) var<storage, read> w{i}: array<vec4<u32>>;",
+            2 + i
+        );
+    }
+    for i in 0..outputs {
+        let _ = writeln!(
+            wgsl,
+            "@group(0) @binding({}) var<storage, read_write> y{i}: array<f32>;",
+            2 + weights + i
+        );
+    }
+    let cases = |count: u32, body: &dyn Fn(u32) -> String| -> String {
+        (0..count)
+            .map(|i| {
+                let label = if i + 1 == count {
+                    "default".to_owned()
+                } else {
+                    format!("case {i}u")
+                };
+                format!("        {label}: {{ {} }}\n", body(i))
+            })
+            .collect()
+    };
+    let _ = write!(
+        wgsl,
+        "fn weight(s: u32, i: u32) -> vec4<u32> {{\n    switch s {{\n{}    }}\n}}\n\
+         fn store(s: u32, i: u32, v: f32) {{\n    switch s {{\n{}    }}\n}}\n",
+        cases(weights, &|i| format!("return w{i}[i];")),
+        cases(outputs, &|i| format!("y{i}[i] = v;")),
+    );
+    wgsl
 }
 
 /// The pipelines built so far.

@@ -4,18 +4,21 @@
 //! Weights are uploaded once, as the GGUF blocks are stored, and dequantized by the kernels
 //! that read them (`shaders/dequant.wgsl`); a weight larger than a binding is split by rows,
 //! and a batch whose activations are (the logits of a long prompt) is processed in windows.
-//! Activations are f32 device buffers; every product and reduction accumulates in f32. The
-//! KV cache is f16, paged as [`plumb_model::KvCache`] lays it out. RoPE angles are computed
+//! Activations are f32 device buffers; every product and reduction accumulates in f32, but
+//! for the decoding products of Q4_K on devices with subgroup operations, which quantize each
+//! 16 activations to bytes and sum integer products (`unit_products.rs`). The KV cache is f16, paged as [`plumb_model::KvCache`] lays it out. RoPE angles are computed
 //! on the host in f64, per pass.
 //!
-//! Ops only record work: a forward pass is one command buffer, submitted when its logits are
-//! read back ([`Backend::to_host`]) or reduced to their top-k on the device
-//! ([`Backend::top_k`]).
+//! Ops only record work, submitted in command buffers of a few dozen dispatches as they are
+//! recorded (`commands.rs`); the host waits for the GPU only when the logits are read back
+//! ([`Backend::to_host`]) or reduced to their top-k on the device ([`Backend::top_k`]).
 //!
 //! What the kernels need of the device: compute shaders and storage buffers (WebGPU's core).
 //! The matrix products use subgroup operations (`subgroupAdd`) where the device has them,
 //! else a reduction in workgroup memory; both are tested. `shader-f16` is not needed: f16
-//! values are packed and unpacked with WGSL's core `pack2x16float`/`unpack2x16float`.
+//! values are packed and unpacked with WGSL's core `pack2x16float`/`unpack2x16float`. The
+//! integer products are WGSL's `dot4I8Packed` (one instruction where the Vulkan driver has
+//! integer dot products, a few otherwise).
 
 mod bind_groups;
 mod buffer_pool;
@@ -28,6 +31,7 @@ mod pass;
 mod quant;
 mod tensor;
 mod timings;
+mod unit_products;
 mod wait;
 mod weights;
 
@@ -35,8 +39,8 @@ use std::ops::Range;
 
 use plumb_backend_ref::Checks;
 use plumb_model::{
-    Activation, AttentionStep, Backend, BlockCopy, GatedFfnWeights, KvLayout, PassInputs, Result,
-    Rope, RopeStyle, WeightTensor, WeightUse,
+    Activation, AttentionStep, Backend, BlockCopy, GatedFfnWeights, KvLayout, PassInputs,
+    Projection, Result, Rope, RopeStyle, WeightTensor, WeightUse,
 };
 
 pub use kv_storage::GpuKvStorage;
@@ -82,12 +86,6 @@ const MATVEC_MAX_TOKENS: usize = 4;
 /// many rows. On the H200 (Vulkan), 7B Q4_K_M decoded at 41.8, 48.6 and 45.6 tokens/s with
 /// 1, 2 and 4.
 const MATVEC_ROWS: u32 = 2;
-
-/// Rows per workgroup of `matvec_units.wgsl` (128 invocations). On the H200 (Vulkan) its
-/// Q4_K products of 7B (64 steps) took 245, 253 and 269 ms in all with 2, 4 and 8 rows, and
-/// with 4 rows on 64, 128 and 256 invocations 258, 253 and 291 ms, each invocation taking two
-/// units at a time; 237 ms with 4 rows on 128 taking one, as it does now.
-const MATVEC_UNIT_ROWS: u32 = 4;
 
 impl WgpuBackend {
     /// Opens the best GPU adapter wgpu finds. Fails when there is none.
@@ -142,10 +140,19 @@ impl WgpuBackend {
         self.subgroups
     }
 
-    /// Command buffers submitted so far (weight uploads aside): one per forward pass, and
-    /// one per readback an observer asks for.
-    pub fn command_buffers_submitted(&self) -> u64 {
-        self.recorder.submitted()
+    /// Whether products of `n_tokens` tokens by weights of `ty` multiply quantized
+    /// activations: decoding products of the unit kernels' types (Q4_K) with subgroup
+    /// operations do, each 16 activations from the row's start as bytes q = round(v · 127 /
+    /// amax), ties to even, with the scale amax / 127 (`shaders/quantize_x16.wgsl`). Others
+    /// multiply the f32 activations.
+    pub fn quantizes_activations(&self, ty: plumb_gguf::GgmlType, n_tokens: usize) -> bool {
+        Quant::of(ty).is_some_and(|quant| self.takes_units(quant, n_tokens))
+    }
+
+    /// Readbacks so far, each a wait for the GPU: one per forward pass, and one per
+    /// tensor an observer asks for.
+    pub fn readbacks(&self) -> u64 {
+        self.recorder.readbacks()
     }
 
     /// Whether the adapter is a CPU (lavapipe): the same kernels, orders of magnitude slower.
@@ -285,7 +292,8 @@ impl WgpuBackend {
 
     /// `x · Wᵀ`; with `gate`, the gated FFN's hidden values act(gate) ⊙ (x · Wᵀ), the
     /// activation applied by the mat-vec kernel as it writes (decoding only: `gate` must be
-    /// as wide as W has rows, and x at most MATVEC_MAX_TOKENS tokens).
+    /// as wide as W has rows, and x at most MATVEC_MAX_TOKENS tokens). Decoding products
+    /// without `gate` of the unit types take the unit kernels (`unit_products.rs`).
     fn product(
         &self,
         x: &GpuTensor,
@@ -294,6 +302,12 @@ impl WgpuBackend {
     ) -> Result<GpuTensor> {
         let matrix = rows(weight, "matmul")?;
         CHECK.width("matmul", x, matrix.row_len, &weight.name)?;
+        if gate.is_none() && self.takes_units(matrix.quant, x.n_tokens) {
+            let mut outputs = self.unit_products(x, &[matrix])?;
+            return outputs
+                .pop()
+                .ok_or_else(|| CHECK.error("matmul", "the unit product gave no output"));
+        }
         let out = self.tensor("matmul", x.n_tokens, matrix.n_rows)?;
         if let Some((gate, _)) = gate {
             CHECK.same_shape("gated_ffn", gate, &out)?;
@@ -315,26 +329,16 @@ impl WgpuBackend {
             for chunk in &matrix.chunks {
                 let (kernel, params, workgroups, z) = if n <= MATVEC_MAX_TOKENS {
                     let (quant, rows) = (matrix.quant, self.matvec_rows);
-                    let (kernel, group, rows_per_workgroup) = match (quant.matvec_unit(), subgroup)
-                    {
-                        (Some((_, values)), Some(_)) => {
-                            let rows = MATVEC_UNIT_ROWS;
-                            (Kernel::MatvecUnits { quant, rows, gated }, values, rows)
-                        }
-                        (None, Some(size)) => (
+                    let (kernel, rows_per_workgroup) = match subgroup {
+                        Some(size) => (
                             Kernel::MatvecSubgroup { quant, rows, gated },
-                            quant.matvec_dot().1,
                             rows * 64 / size,
                         ),
-                        (_, None) => (
-                            Kernel::Matvec { quant, rows, gated },
-                            quant.matvec_dot().1,
-                            rows,
-                        ),
+                        None => (Kernel::Matvec { quant, rows, gated }, rows),
                     };
                     let params = u32s(&[
                         chunk.n_rows,
-                        k / group,
+                        k / quant.matvec_dot().1,
                         k / 4,
                         matrix.row_bytes,
                         chunk.first_row,
@@ -723,13 +727,82 @@ impl Backend for WgpuBackend {
         Ok(out)
     }
 
-    /// Gate, then up and the activation in one mat-vec dispatch when decoding (without
-    /// biases); otherwise the primitives.
+    /// When decoding, the products of the unit kernels' type in one dispatch
+    /// (`unit_products.rs`): all three where they are of one type (Q4_K_M's V is Q6_K in some
+    /// layers), the others one dispatch each.
+    fn qkv(
+        &self,
+        x: &GpuTensor,
+        q: Projection<'_, GpuWeight>,
+        k: Projection<'_, GpuWeight>,
+        v: Projection<'_, GpuWeight>,
+    ) -> Result<[GpuTensor; 3]> {
+        let projections = [q, k, v];
+        let mut matrices = Vec::with_capacity(3);
+        for p in &projections {
+            let matrix = rows(p.weight, "qkv")?;
+            CHECK.width("qkv", x, matrix.row_len, &p.weight.name)?;
+            matrices.push(matrix);
+        }
+        let units: Vec<usize> = (0..3)
+            .filter(|&i| self.takes_units(matrices[i].quant, x.n_tokens))
+            .collect();
+        let grouped: Vec<usize> = match units.first() {
+            Some(&first) => units
+                .iter()
+                .copied()
+                .filter(|&i| matrices[i].quant == matrices[first].quant)
+                .collect(),
+            None => Vec::new(),
+        };
+        let together: Vec<&RowMatrix> = grouped.iter().map(|&i| matrices[i]).collect();
+        let mut products = self.unit_products(x, &together)?.into_iter();
+        let mut out = Vec::with_capacity(3);
+        for (i, p) in projections.into_iter().enumerate() {
+            let y = match grouped.contains(&i) {
+                true => {
+                    let y = products.next().ok_or_else(|| {
+                        CHECK.error("qkv", "the grouped products gave too few outputs")
+                    })?;
+                    match p.bias {
+                        Some(bias) => self.add_bias(y, bias)?,
+                        None => y,
+                    }
+                }
+                false => self.project(x, p)?,
+            };
+            out.push(y);
+        }
+        let [q, k, v]: [GpuTensor; 3] = out
+            .try_into()
+            .map_err(|_| CHECK.error("qkv", "three projections gave other than three outputs"))?;
+        Ok([q, k, v])
+    }
+
+    /// When decoding without biases: the gate and up projections and the activation in one
+    /// dispatch where the unit kernels take both (`unit_products.rs`), else the gate's
+    /// product, then up's with the activation applied as it writes; otherwise the primitives.
     fn gated_ffn(&self, x: &GpuTensor, ffn: &GatedFfnWeights<'_, GpuWeight>) -> Result<GpuTensor> {
-        let gate = self.project(x, ffn.gate)?;
-        let hidden = if x.n_tokens <= MATVEC_MAX_TOKENS && ffn.up.bias.is_none() {
-            self.product(x, ffn.up.weight, Some((&gate, ffn.activation)))?
+        let decoding = x.n_tokens <= MATVEC_MAX_TOKENS && ffn.up.bias.is_none();
+        let hidden = if decoding {
+            let (gate, up) = (
+                rows(ffn.gate.weight, "gated_ffn")?,
+                rows(ffn.up.weight, "gated_ffn")?,
+            );
+            let together = ffn.gate.bias.is_none()
+                && self.takes_units(gate.quant, x.n_tokens)
+                && self.takes_units(up.quant, x.n_tokens)
+                && gate.quant == up.quant
+                && (gate.row_len, gate.n_rows) == (up.row_len, up.n_rows);
+            if together {
+                CHECK.width("gated_ffn", x, gate.row_len, &ffn.gate.weight.name)?;
+                self.gated_unit_products(x, gate, up, activation_code(ffn.activation))?
+            } else {
+                let gate = self.project(x, ffn.gate)?;
+                self.product(x, ffn.up.weight, Some((&gate, ffn.activation)))?
+            }
         } else {
+            let gate = self.project(x, ffn.gate)?;
             let up = self.project(x, ffn.up)?;
             self.gated_activation(&gate, &up, ffn.activation)?
         };

@@ -1,6 +1,8 @@
 //! The kernels' parameters: each dispatch's few words, staged on the host and written to
-//! uniform buffers that are kept from one command buffer to the next, with one write per
-//! buffer before each submission. A buffer created per dispatch costs host time in every
+//! uniform buffers that are kept from one pass to the next, with one write per buffer before
+//! each submission of what was staged since the last. A pass's parameters take offsets of
+//! their own, also when it is submitted in parts, so that no write reaches a binding that
+//! submitted dispatches still read. A buffer created per dispatch costs host time in every
 //! decode step, hundreds of times over.
 
 use crate::bind_groups::Bound;
@@ -10,13 +12,15 @@ use crate::gpu::Gpu;
 /// (256 bytes, NVIDIA's).
 const BLOCK_BYTES: usize = 64 * 1024;
 
-/// The parameters of the dispatches recorded since the last submission.
+/// The parameters of the dispatches of a pass.
 #[derive(Default)]
 pub(crate) struct Params {
-    /// Uniform buffers of BLOCK_BYTES, the first ones in use by the pending dispatches.
+    /// Uniform buffers of BLOCK_BYTES, the first ones in use by the pass.
     blocks: Vec<wgpu::Buffer>,
-    /// What the pending dispatches' parameters are, block after block.
+    /// What the pass's dispatches' parameters are, block after block.
     staged: Vec<u8>,
+    /// Bytes of `staged` written to their buffers.
+    written: usize,
 }
 
 impl Params {
@@ -47,12 +51,24 @@ impl Params {
         }
     }
 
-    /// Writes the staged parameters to their buffers, ahead of the submission of the
-    /// dispatches that read them.
+    /// Writes the parameters staged since the last write to their buffers, ahead of the
+    /// submission of the dispatches that read them.
     pub fn write(&mut self, gpu: &Gpu) {
-        for (block, bytes) in self.blocks.iter().zip(self.staged.chunks(BLOCK_BYTES)) {
-            gpu.queue.write_buffer(block, 0, bytes);
+        let mut from = self.written;
+        while from < self.staged.len() {
+            let block = from / BLOCK_BYTES;
+            let to = self.staged.len().min((block + 1) * BLOCK_BYTES);
+            let offset = (from % BLOCK_BYTES) as u64;
+            gpu.queue
+                .write_buffer(&self.blocks[block], offset, &self.staged[from..to]);
+            from = to;
         }
+        self.written = self.staged.len();
+    }
+
+    /// At the end of a pass: the next pass's parameters start again at the first block.
+    pub fn restart(&mut self) {
         self.staged.clear();
+        self.written = 0;
     }
 }

@@ -4,7 +4,8 @@
 //! buffer is waited for as soon as it is submitted, and the backend prints one table per
 //! kernel to stderr when it is dropped: launches, total and per-launch time, and for the
 //! matrix products the weight bytes read per second. The waits serialize the host and the
-//! GPU, which a normal run does not (its readback waits anyway, right after the submission).
+//! GPU, which a normal run does not: it submits a pass in parts as it records it, and waits
+//! only for the logits. With the timings a pass is one command buffer.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;

@@ -1,8 +1,10 @@
 //! The wgpu backend against llama.cpp's golden logits, with the harness and thresholds every
-//! backend is held to (`plumb_testutil::golden`). It computes in f32 as the reference does
-//! (no 8-bit activations) with llama.cpp's f16 KV cache, so its top-1 choices count as firm
-//! from the reference's margin, 0.5. Run with `--nocapture` to see each prompt's
-//! measurements.
+//! backend is held to (`plumb_testutil::golden`). It computes in f32 as the reference does,
+//! with llama.cpp's f16 KV cache, but for Q4_K's decoding products, which round activations
+//! to 8 bits (`WgpuBackend::quantizes_activations`). smollm2-135m (Q4_1) has no Q4_K, and its
+//! top-1 choices count as firm from the reference's margin, 0.5; gemma3-270m's greedy
+//! continuations decode through its Q4_K matrices, and count from the margin of backends with
+//! 8-bit activations, 0.75. Run with `--nocapture` to see each prompt's measurements.
 //!
 //! On a GPU every golden prompt runs. On lavapipe (CI's Vulkan on the CPU) a 200-token prompt
 //! takes a minute and a half, so there the three short ones run (`short`, `chat`, `code`: 5 to
@@ -13,12 +15,12 @@
 mod common;
 
 use plumb_backend_wgpu::WgpuBackend;
-use plumb_testutil::golden::{check_model, check_model_prompts, FIRM_MARGIN};
+use plumb_testutil::golden::{check_model, check_model_prompts, FIRM_MARGIN, FIRM_MARGIN_8BIT};
 
 /// The golden prompts a CPU adapter runs.
 const CPU_ADAPTER_PROMPTS: [&str; 3] = ["short", "chat", "code"];
 
-fn check(name: &str, gpu: WgpuBackend) {
+fn check(name: &str, gpu: WgpuBackend, firm_margin: f32) {
     if gpu.is_cpu() {
         plumb_testutil::skip(
             &format!("golden {name} paragraph and long (wgpu)"),
@@ -27,18 +29,18 @@ fn check(name: &str, gpu: WgpuBackend) {
                 gpu.adapter()
             ),
         );
-        check_model_prompts(name, gpu, FIRM_MARGIN, &CPU_ADAPTER_PROMPTS);
+        check_model_prompts(name, gpu, firm_margin, &CPU_ADAPTER_PROMPTS);
     } else {
-        check_model(name, gpu, FIRM_MARGIN);
+        check_model(name, gpu, firm_margin);
     }
 }
 
 #[test]
 fn smollm2_on_wgpu_matches_llama_cpp() {
-    check("smollm2-135m", require_gpu!());
+    check("smollm2-135m", require_gpu!(), FIRM_MARGIN);
 }
 
 #[test]
 fn gemma3_on_wgpu_matches_llama_cpp() {
-    check("gemma3-270m", require_gpu!());
+    check("gemma3-270m", require_gpu!(), FIRM_MARGIN_8BIT);
 }

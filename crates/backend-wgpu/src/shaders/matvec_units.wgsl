@@ -1,14 +1,15 @@
-// y = x · Wᵀ for a few tokens (decoding), over one chunk of W's rows, with subgroup
-// operations, for the types whose weights are read in units that neighbouring invocations
-// take from neighbouring addresses (`Quant::matvec_unit`): a subgroup's loads of a row are
-// whole contiguous runs of memory, not one word from each of 32 places as the group per
-// invocation of `matvec_subgroup.wgsl` reads them. Each workgroup takes ROWS consecutive
-// rows, and each of its THREADS invocations every THREADS-th unit of them: an activation
-// value loaded serves ROWS rows, and a row's units are spread over the whole workgroup.
+// y = x · Wᵀ for a few tokens (decoding), for up to PRODUCTS weights that take the same x at
+// once (Q, K and V; the chunks of one weight), with subgroup operations, for the types whose
+// weights are read in units that neighbouring invocations take from neighbouring addresses
+// (`Quant::matvec_unit`): a subgroup's loads of a row are whole contiguous runs of memory.
+// Each workgroup takes ROWS consecutive rows of one product, and each of its THREADS
+// invocations every THREADS-th unit of them: the activations of a unit are loaded and
+// quantized once for ROWS rows, and a row's units are spread over the whole workgroup.
 // subgroupAdd sums each subgroup's part of a row, and workgroup memory the subgroups'. One
-// token per z. Everything accumulates in f32. Rows past the last are computed as the last
-// one and not written.
-// Params and the bindings: `matvec_io.wgsl`; `dot_unit` and `w`: the type's unit file.
+// token per z. Integer products, summed in f32 once scaled. Rows past the last are computed
+// as the last one and not written.
+// Params, the bindings, `weight` and `store`: `matvec_units_io.wgsl`; `unit_x`, `unit_dot` and
+// where a unit is: the type's unit file.
 
 const THREADS: u32 = 128u;
 
@@ -24,16 +25,29 @@ fn main(
     @builtin(num_subgroups) n_subgroups: u32,
     @builtin(subgroup_invocation_id) lane: u32,
 ) {
-    let first = (wid.x + wid.y * nwg.x) * ROWS;
+    let wg = wid.x + wid.y * nwg.x;
+    var s = 0u;
+    for (var i = 1u; i < PRODUCTS; i++) {
+        if (wg >= p.products[i].first_workgroup) {
+            s = i;
+        }
+    }
+    let product = p.products[s];
+    let first = (wg - product.first_workgroup) * ROWS;
     let t = wid.z;
     var rows: array<u32, ROWS>;
     for (var r = 0u; r < ROWS; r++) {
-        rows[r] = min(first + r, p.n_rows - 1u) * p.row_bytes;
+        rows[r] = min(first + r, product.n_rows - 1u) * product.row_vec4s;
     }
     var acc: array<f32, ROWS>;
-    if (first < p.n_rows) {
-        for (var u = lid; u < p.n_groups; u += THREADS) {
-            dot_unit(rows, u, t * p.k4, &acc);
+    if (first < product.n_rows) {
+        for (var u = lid; u < p.n_units; u += THREADS) {
+            let ux = unit_x(u, t * p.k4);
+            for (var r = 0u; r < ROWS; r++) {
+                let header = weight(s, unit_header_at(rows[r], u));
+                let nibbles = weight(s, unit_nibbles_at(rows[r], u));
+                acc[r] += unit_dot(header, nibbles, u, ux);
+            }
         }
     }
     for (var r = 0u; r < ROWS; r++) {
@@ -43,12 +57,11 @@ fn main(
         }
     }
     workgroupBarrier();
-    if (lid < ROWS && first + lid < p.n_rows) {
+    if (lid < ROWS && first + lid < product.n_rows) {
         var sum = 0.0;
-        for (var s = 0u; s < n_subgroups; s++) {
-            sum += partial[s][lid];
+        for (var i = 0u; i < n_subgroups; i++) {
+            sum += partial[i][lid];
         }
-        let i = t * p.m + p.first_row + first + lid;
-        y[i] = finish(i, sum);
+        store(s, t * product.m + product.first_row + first + lid, sum);
     }
 }

@@ -65,9 +65,13 @@ pub fn host<B: Backend>(backend: &B, x: &B::Tensor) -> Vec<f32> {
     backend.to_host(x).unwrap()
 }
 
-/// max |a − b| / max |b|.
+/// max |a − b| / max |b|; NaN where either holds a NaN, so that no bound passes it (f32's
+/// `max` would drop it).
 pub fn max_rel_diff(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len());
+    if a.iter().chain(b).any(|v| v.is_nan()) {
+        return f32::NAN;
+    }
     let scale = b.iter().fold(0.0f32, |m, v| m.max(v.abs()));
     let diff = a
         .iter()
@@ -108,5 +112,33 @@ impl Batch {
             &self.output_rows,
             PassKv::new(layout, slots, tables),
         )
+    }
+}
+
+/// `x` as the unit kernels multiply it (`WgpuBackend::quantizes_activations`): each 16 values
+/// from the start a block of bytes q = round(v · 127 / amax), ties to even, times amax / 127.
+/// Rows whose length is a multiple of 16 start blocks of their own.
+pub fn quantized_x16(x: &[f32]) -> Vec<f32> {
+    x.chunks(16)
+        .flat_map(|block| {
+            let amax = block.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+            let inv = if amax > 0.0 { 127.0 / amax } else { 0.0 };
+            let d = amax / 127.0;
+            block.iter().map(move |&v| {
+                // v · inv rounded to an integer by the addition of 1.5 · 2^23, whose unit in
+                // the last place is 1, in one fused step: as the kernel rounds it.
+                let q = v.mul_add(inv, 12_582_912.0).to_bits() as i32 - 0x4B40_0000;
+                q as f32 * d
+            })
+        })
+        .collect()
+}
+
+/// `x` as `backend` multiplies it by a weight of `ty` in a product of `n_tokens` tokens.
+pub fn as_multiplied(backend: &WgpuBackend, ty: GgmlType, n_tokens: usize, x: &[f32]) -> Vec<f32> {
+    if backend.quantizes_activations(ty, n_tokens) {
+        quantized_x16(x)
+    } else {
+        x.to_vec()
     }
 }
