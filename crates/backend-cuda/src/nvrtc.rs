@@ -254,13 +254,25 @@ mod tests {
             plumb_testutil::skip(module_path!(), &format!("no NVRTC ({e})"));
             return;
         }
-        let sources = crate::kernels::sources()
+        // One thread per module: NVRTC compiles separate programs concurrently, and the
+        // modules take minutes one after another on CI's two cores.
+        let sources: Vec<_> = crate::kernels::sources()
             .into_iter()
-            .chain(crate::matmul::sources());
-        for (name, source) in sources {
-            if let Err(e) = compile(name, &source, &options("sm_90a")) {
-                panic!("{e}");
-            }
-        }
+            .chain(crate::matmul::sources())
+            .collect();
+        let failures: Vec<String> = std::thread::scope(|scope| {
+            let compiles: Vec<_> = sources
+                .iter()
+                .map(|(name, source)| {
+                    scope.spawn(move || compile(name, source, &options("sm_90a")).err())
+                })
+                .collect();
+            compiles
+                .into_iter()
+                .filter_map(|c| c.join().expect("an NVRTC compile panicked"))
+                .map(|e| e.to_string())
+                .collect()
+        });
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
     }
 }
