@@ -1,10 +1,10 @@
 #!/bin/sh
 # The whole test suite, as CI runs it (.ci/run) and as README.md gives it:
-#   formatting and lints (native, and the core crates for the browser's wasm32-unknown-unknown),
-#   the test models and llama.cpp's tokenizer test vocabularies (fetched once, then cached),
-#   every crate's tests in release mode against the reference data in testdata/, on x86-64
-#   the NEON kernels under qemu user emulation, the core crates' tests in WebAssembly
-#   under node (tools/test-wasm.sh), and the chat page in headless Chromium (tools/test-web.sh).
+#   formatting, the test models and llama.cpp's tokenizer test vocabularies (fetched once,
+#   then cached), every crate's tests in release mode against the reference data in testdata/,
+#   on x86-64 the NEON kernels under qemu user emulation, the core crates' tests in WebAssembly
+#   under node (tools/test-wasm.sh), and the chat page in headless Chromium (tools/test-web.sh),
+#   every build of the workspace's crates linted by clippy as it compiles (below).
 #
 # Needs the Rust toolchain (rustup) and python3; everything else it needs (rustup targets and
 # components, the pinned nightly, the wasm-bindgen CLI, qemu-user and the aarch64 cross gcc,
@@ -42,21 +42,40 @@ step() { echo "== $* (at $(($(date +%s) - started)) s)"; }
 
 step "cargo fmt --check"
 cargo fmt --all --check
-step "cargo clippy"
-cargo clippy --workspace --all-targets -- -D warnings
-step "cargo clippy for the browser (wasm32-unknown-unknown)"
-# The crates a page needs: everything from the GGUF reader to the engine, and the page's API.
-cargo clippy --target wasm32-unknown-unknown -p plumb-gguf -p plumb-ggml -p plumb-tokenizer \
-    -p plumb-model -p plumb-backend-cpu -p plumb-engine -p plumb-web -- -D warnings
-step "cargo clippy for the browser's threaded module (nightly, std with atomics)"
-sh web/build-wasm.sh clippy
-# The page's wgpu build: the wgpu backend on WebGPU, and plumb-web on it.
-cargo clippy --target wasm32-unknown-unknown -p plumb-backend-wgpu -p plumb-web --features plumb-web/wgpu \
-    -- -D warnings
 step "the wgpu backend for Apple silicon (Metal), compiled only"
 cargo clippy --target aarch64-apple-darwin -p plumb-backend-wgpu -- -D warnings
+
+# Every build below compiles the workspace's crates through clippy-driver, as `cargo clippy`
+# does, with `-D warnings`: the lints of `cargo clippy --all-targets -- -D warnings` come with
+# the compilation the tests need anyway (cargo test builds the libraries, binaries, examples
+# and tests), for every target the suite builds: x86-64, the browser's wasm32-unknown-unknown
+# (plain, wgpu and threaded: web/build-wasm.sh), wasm32-wasip1 and aarch64. A separate
+# `cargo clippy` per target took a quarter of CI's time. CLIPPY_ARGS is how cargo-clippy hands
+# clippy-driver its flags; the canary makes sure it still does, so that lints cannot stop
+# failing the suite unnoticed.
+RUSTC_WORKSPACE_WRAPPER=clippy-driver
+CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
+export RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
+canary="$(mktemp -d)"
+printf 'fn main() {\n    let v: Vec<u8> = Vec::new();\n    println!("{}", v.len() == 0);\n}\n' >"$canary/main.rs"
+if clippy-driver rustc --edition 2021 --crate-type bin --emit=metadata --out-dir "$canary" \
+    "$canary/main.rs" 2>"$canary/lints" || ! grep -q "clippy::len_zero" "$canary/lints"; then
+    cat "$canary/lints" >&2
+    echo "test-all: clippy-driver did not deny clippy::len_zero under CLIPPY_ARGS=-D warnings;" \
+        "lint with cargo clippy instead" >&2
+    exit 1
+fi
+rm -r "$canary"
+step "cargo test: build"
+# The tests build the plumb binary too (the CLI's tests run it): that one fetches the models
+# and serves the chat page. Building it apart (cargo build -p plumb) would compile a hundred
+# crates again with that package's features alone.
+cargo test --workspace --release --no-run
+target_dir=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+PLUMB="$target_dir/release/plumb"
+export PLUMB
 step "test models"
-cargo run --release -q -p plumb -- pull all
+"$PLUMB" pull all
 step "llama.cpp tokenizer test vocabularies"
 crates/tokenizer/scripts/fetch-llama-vocabs.sh
 step "cargo test"

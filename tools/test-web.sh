@@ -26,11 +26,16 @@ if [ -n "$missing" ]; then
 fi
 npm --prefix web ci --no-audit --no-fund
 npm --prefix web run build
-cargo build --release -q -p plumb
 target_dir=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+# The native binary the replies are checked against: $PLUMB where set (tools/test-all.sh
+# gives the one its tests built), else built here.
+if [ -z "${PLUMB:-}" ]; then
+    cargo build --release -q -p plumb
+    PLUMB="$target_dir/release/plumb"
+fi
 out="$target_dir/test-web"
 mkdir -p "$out"
-CHROMIUM="$CHROMIUM" PLUMB="$target_dir/release/plumb" MODEL="$model" DIST="$(pwd)/web/dist" \
+CHROMIUM="$CHROMIUM" PLUMB="$PLUMB" MODEL="$model" DIST="$(pwd)/web/dist" \
     OUT="$out" node tools/test-web.mjs
-CHROMIUM="$CHROMIUM" PLUMB="$target_dir/release/plumb" MODEL="$model" DIST="$(pwd)/web/dist" \
+CHROMIUM="$CHROMIUM" PLUMB="$PLUMB" MODEL="$model" DIST="$(pwd)/web/dist" \
     node tools/test-webgpu.mjs

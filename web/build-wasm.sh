@@ -13,8 +13,9 @@
 # --profile minimal --component rust-src; the wasm-bindgen CLI of the crate's wasm-bindgen
 # version (cargo install wasm-bindgen-cli --version 0.2.130).
 #
-# `build-wasm.sh clippy` lints the threaded configuration instead (the crates whose code
-# differs there; needs the nightly's clippy component), as tools/test-all.sh does.
+# tools/test-all.sh runs it with cargo's RUSTC_WORKSPACE_WRAPPER set to clippy-driver, so that
+# all three builds are linted too (the threaded one by the nightly's clippy, through rustup's
+# proxy).
 set -eu
 cd "$(dirname "$0")"
 NIGHTLY=nightly-2026-05-20
@@ -32,12 +33,6 @@ target_dir=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_d
 link="--shared-memory --import-memory --max-memory=4294967296 --export=__wasm_init_tls --export=__tls_size --export=__tls_align --export=__tls_base"
 # RUSTFLAGS replaces .cargo/config.toml's flags for the target, so SIMD128 is named again.
 threaded_flags="-C target-feature=+simd128,+atomics,+bulk-memory,+mutable-globals $(printf -- ' -C link-arg=%s' $link)"
-if [ "${1:-}" = clippy ]; then
-    RUSTFLAGS="$threaded_flags" cargo "+$NIGHTLY" clippy --no-deps --release \
-        --target wasm32-unknown-unknown -p plumb-backend-cpu -p plumb-web \
-        -Z build-std=std,panic_abort --target-dir "$target_dir/wasm-threads" -- -D warnings
-    exit
-fi
 
 # The two stable builds share one .wasm path: each is wrapped before the next overwrites it.
 wasm="$target_dir/wasm32-unknown-unknown/release/plumb_web.wasm"

@@ -75,7 +75,12 @@ fn gemma3_perplexity_matches_llama_cpp() {
     matches_llama_cpp_perplexity("gemma3-270m");
 }
 
+/// smollm2 (windows as they are) and gemma3 (the first token of each replaced by BOS) cover
+/// both of llama-perplexity's window conventions; this one repeats smollm2's on a model 3.6×
+/// its size (151 s on two cores beside the others, against smollm2's 45 s), whose forward pass
+/// the golden logits cover. Run by hand with `--ignored`.
 #[test]
+#[ignore = "slow, and the convention it checks smollm2's test checks"]
 fn qwen2_perplexity_matches_llama_cpp() {
     matches_llama_cpp_perplexity("qwen2.5-coder-0.5b");
 }
