@@ -71,10 +71,7 @@ fn contraction(p: &Piece, pos: usize, fold: fn(u32) -> u32) -> Option<usize> {
         return None;
     }
     let next = fold(p.cpt(pos + 1));
-    if [b's', b't', b'm', b'd']
-        .iter()
-        .any(|&c| next == u32::from(c))
-    {
+    if b"stmd".iter().any(|&c| next == u32::from(c)) {
         return Some(2);
     }
     if pos + 2 < p.end {
