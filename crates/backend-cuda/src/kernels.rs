@@ -11,27 +11,34 @@ use crate::launch::Launch;
 use crate::nvrtc::load_module;
 
 const F16: &str = include_str!("kernels/f16.cuh");
+/// The f16 helpers and the positions a token sees in the paged cache: the attention kernels'.
+const PAGED: &str = concat!(
+    include_str!("kernels/f16.cuh"),
+    include_str!("kernels/paged.cuh")
+);
 /// What every kernel source starts with: the programmatic dependent launch calls.
 pub(crate) const PDL: &str = include_str!("kernels/pdl.cuh");
 
 /// Each kernel source file, by the name its module and cache entries get, after the PDL
-/// calls and the headers it includes (the f16 helpers, the tensor-core fragments).
+/// calls and the headers it includes (the f16 helpers, the paged cache's positions, the
+/// tensor-core fragments).
 pub(crate) fn sources() -> [(&'static str, String); 9] {
     [
         ("elementwise", "", include_str!("kernels/elementwise.cu")),
         ("rms_norm", "", include_str!("kernels/rms_norm.cu")),
         ("rope", "", include_str!("kernels/rope.cu")),
         ("kv", F16, include_str!("kernels/kv.cu")),
-        ("attention", F16, include_str!("kernels/attention.cu")),
+        ("attention", PAGED, include_str!("kernels/attention.cu")),
         (
             "attention_decode",
-            F16,
+            PAGED,
             include_str!("kernels/attention_decode.cu"),
         ),
         (
             "attention_prefill",
             concat!(
                 include_str!("kernels/f16.cuh"),
+                include_str!("kernels/paged.cuh"),
                 include_str!("kernels/tensor_core.cuh")
             ),
             include_str!("kernels/attention_prefill.cu"),

@@ -4,10 +4,12 @@
 
 mod common;
 
+use std::sync::Arc;
+
 use common::synthetic::{file_of, Synthetic, ARCHS};
 use plumb_backend_cuda::CudaBackend;
 use plumb_backend_ref::RefBackend;
-use plumb_gguf::GgmlType;
+use plumb_gguf::{GgmlType, GgufFile};
 use plumb_model::{Backend, Batch, KvConfig, LogitsFor, Model, Recorder};
 use plumb_testutil::require_model;
 use plumb_verify::{diff, Tolerance, Trace, TraceInfo};
@@ -79,22 +81,27 @@ const TYPES: [GgmlType; 13] = {
     ]
 };
 
+/// A synthetic model of `arch` with matrices of `ty` whose rows, of 256 and 512 values, are
+/// whole blocks of every type.
+fn whole_blocks(arch: &'static str, ty: GgmlType) -> Arc<GgufFile> {
+    let spec = Synthetic {
+        matrix_type: ty,
+        n_embd: 256,
+        n_head: 4,
+        head_dim: 64,
+        n_ff: 512,
+        ..Synthetic::tiny(arch)
+    };
+    file_of(&spec.writer(7))
+}
+
 #[test]
 fn synthetic_models_of_every_type_match_the_reference_layer_by_layer() {
     // One backend per model: a model owns its backend.
     let mut cuda = Some(require_cuda!());
     for arch in ARCHS {
         for ty in TYPES {
-            // Rows of 256 and 512: whole blocks of every type.
-            let spec = Synthetic {
-                matrix_type: ty,
-                n_embd: 256,
-                n_head: 4,
-                head_dim: 64,
-                n_ff: 512,
-                ..Synthetic::tiny(arch)
-            };
-            let file = file_of(&spec.writer(7));
+            let file = whole_blocks(arch, ty);
             let reference = Model::from_file(file.clone(), RefBackend::new()).unwrap();
             let backend = cuda.take().map_or_else(|| CudaBackend::new(0), Ok).unwrap();
             let model = Model::from_file(file, backend).unwrap();
@@ -359,16 +366,7 @@ fn kernels_that_start_early_compute_what_kernels_in_turn_do() {
     };
     let types = [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q4_K];
     for (arch, ty) in ARCHS.into_iter().zip(types) {
-        // Rows of 256 and 512: whole blocks.
-        let spec = Synthetic {
-            matrix_type: ty,
-            n_embd: 256,
-            n_head: 4,
-            head_dim: 64,
-            n_ff: 512,
-            ..Synthetic::tiny(arch)
-        };
-        let file = file_of(&spec.writer(7));
+        let file = whole_blocks(arch, ty);
         for graphs in [false, true] {
             let models = [false, true]
                 .map(|pdl| Model::from_file(file.clone(), backend(pdl, graphs)).unwrap());

@@ -40,9 +40,8 @@ attention_partial(const float* q, const unsigned short* k_cache, const unsigned 
     const unsigned int block_mask = (1u << block_shift) - 1;
 
     const unsigned int pos = positions[t];
-    const unsigned int start = (window != 0 && pos + 1 > window) ? pos + 1 - window : 0;
-    const unsigned int lo = start + split * chunk;
-    const unsigned int hi = min(pos + 1, lo + chunk);
+    const SplitRange range = split_range(pos, window, split, chunk);
+    const unsigned int lo = range.lo, hi = range.hi;
     const unsigned int* table = tables + table_starts[t];
 
     float qr[PER_LANE];

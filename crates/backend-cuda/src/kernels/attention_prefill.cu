@@ -59,7 +59,7 @@ __device__ __forceinline__ void attention_prefill(
     if (threadIdx.x < rows) {
         const unsigned int pos = positions[row0 + threadIdx.x];
         row_pos[threadIdx.x] = pos;
-        row_start[threadIdx.x] = (window != 0 && pos + 1 > window) ? pos + 1 - window : 0;
+        row_start[threadIdx.x] = first_visible(pos, window);
         row_table[threadIdx.x] = table_starts[row0 + threadIdx.x];
     }
 
