@@ -165,8 +165,15 @@ struct Q8Kernels {
     batched: CudaFunction,
 }
 
-/// Weight rows per warp of the 8-bit kernels for a single activation row (`mvq_*_1`).
-const MATVEC_Q8_ROWS_PER_WARP_1: usize = 1;
+/// Weight rows per warp of the 8-bit kernels for a single activation row (`mvq_*_1`; R1 of
+/// `MVQ_ALL` in matvec_q8.cu).
+fn single_row_rows_per_warp(ty: GgmlType) -> usize {
+    match ty {
+        GgmlType::Q4_0 | GgmlType::Q8_0 => 2,
+        _ => 1,
+    }
+}
+
 /// Weight rows per warp of the batched 8-bit kernels (`BATCH_ROWS` in matvec_q8.cu).
 const BATCH_ROWS_PER_WARP: usize = 4;
 
@@ -676,7 +683,7 @@ fn matvec_q8_launches(
             groups * MATVEC_MAX_ROWS,
             &kernels.matvec[rest.max(1) - 1],
             match rest {
-                1 => MATVEC_Q8_ROWS_PER_WARP_1,
+                1 => single_row_rows_per_warp(products[0].0.ty),
                 _ => MATVEC_ROWS_PER_WARP,
             },
             usize::from(rest > 0),

@@ -526,19 +526,27 @@ __device__ __forceinline__ void matvec_q8(const Products& ps,
         }
 }
 
-#define MVQ(name, T, N, R)                                                                     \
+#define MVQ(name, T, N, R, AHEAD)                                                              \
     extern "C" __global__ void __launch_bounds__(32 * WARPS) mvq_##name##_##N(                 \
         const Products ps, const signed char* __restrict__ xq, const float2* __restrict__ xd, \
         const u32* __restrict__ outliers, int cap, int k, long long row_bytes) {               \
-        matvec_q8<T, N, R, T::AHEAD>(ps, xq, xd, outliers, cap, k, row_bytes, 0);              \
+        matvec_q8<T, N, R, AHEAD>(ps, xq, xd, outliers, cap, k, row_bytes, 0);                 \
     }
-// A single activation row (decoding one sequence) takes one weight row a warp: twice the
-// warps of ROWS, so twice the loads in flight, where the product of a few megabytes is bound by
-// memory latency rather than by instructions. 7B Q4_K_M tg128 with CUDA graphs: 297.8 tokens/s
-// with 2 rows, 323.0 with 1; loading 4 chunks ahead instead of 2 gave 297.9.
-#define MVQ_ALL(name, T, R) \
-    MVQ(name, T, 1, 1) MVQ(name, T, 2, R) MVQ(name, T, 3, R) MVQ(name, T, 4, R) \
-    MVQ(name, T, 5, R) MVQ(name, T, 6, R) MVQ(name, T, 7, R) MVQ(name, T, 8, R)
+// A single activation row (decoding one sequence) takes R1 weight rows a warp and A1 chunks
+// ahead (`single_row_rows_per_warp` in matmul.rs has the same R1). Neither changes the order in
+// which a row sums its chunks, so one row gives the same bits whichever kernel multiplies it.
+// One row a warp had twice the warps of ROWS, so twice the loads in flight, where a product of
+// a few megabytes is bound by memory latency: 7B Q4_K_M tg128 with CUDA graphs 297.8 tokens/s
+// with 2 rows a warp, 323.0 with 1. A sweep on an H200 (7B tg128, tokens/s; the base is 1 row,
+// 2 ahead, Q6_K 1 ahead; docs/benchmarks.md, 2026-11-29): Q4_K 365-368 base, 378 with 1 ahead,
+// 349-357 with 2 or 4 rows, 344 with 4 ahead; Q4_0 388 base, 411 with 2 rows and 1 ahead, 402
+// with 2 and 2, 335 with 4 rows; Q8_0 (whole blocks) 303-312 base, 318 with 2 rows and 2 ahead,
+// 272 with 2 rows and 1 ahead; Q6_K no variant better than its base.
+#define MVQ_ALL(name, T, R1, A1)                                                                \
+    MVQ(name, T, 1, R1, A1) MVQ(name, T, 2, ROWS, T::AHEAD) MVQ(name, T, 3, ROWS, T::AHEAD)  \
+    MVQ(name, T, 4, ROWS, T::AHEAD) MVQ(name, T, 5, ROWS, T::AHEAD)                         \
+    MVQ(name, T, 6, ROWS, T::AHEAD) MVQ(name, T, 7, ROWS, T::AHEAD)                         \
+    MVQ(name, T, 8, ROWS, T::AHEAD)
 
 // Batched decoding: the 8 activation rows of group blockIdx.y times BATCH_ROWS weight rows a
 // warp, each chunk loaded just before its use, so that a warp's load of an activation chunk
@@ -560,10 +568,10 @@ MMQ(q4_k, Q4_K_Q8)
 MMQ(q5_k, Q5_K_Q8)
 MMQ(q6_k, Q6_K_Q8)
 
-MVQ_ALL(q4_0, Q4_0_Q8, ROWS)
-MVQ_ALL(q4_1, Q4_1_Q8, ROWS)
-MVQ_ALL(q5_0, Q5_0_Q8, ROWS)
-MVQ_ALL(q8_0, Q8_0_Q8_Blocks, ROWS)
-MVQ_ALL(q4_k, Q4_K_Q8, ROWS)
-MVQ_ALL(q5_k, Q5_K_Q8, ROWS)
-MVQ_ALL(q6_k, Q6_K_Q8, ROWS)
+MVQ_ALL(q4_0, Q4_0_Q8, 2, 1)
+MVQ_ALL(q4_1, Q4_1_Q8, 1, UQ_Q4_1)
+MVQ_ALL(q5_0, Q5_0_Q8, 1, UQ_Q5_0)
+MVQ_ALL(q8_0, Q8_0_Q8_Blocks, 2, 2)
+MVQ_ALL(q4_k, Q4_K_Q8, 1, 1)
+MVQ_ALL(q5_k, Q5_K_Q8, 1, UQ_Q5_K)
+MVQ_ALL(q6_k, Q6_K_Q8, 1, UQ_Q6_K)
