@@ -134,21 +134,35 @@ impl<B: Backend> Llama<B> {
         };
         let mut x = b.embed(&self.token_embd, pass.state)?;
         pass.observe(&x, "inp_embd", None)?;
+        let Some(first) = self.blocks.first() else {
+            return self.head.forward(pass, &x);
+        };
+        let mut normed = b.rms_norm(&x, &first.attn_norm, self.rms_eps)?;
 
         for (il, block) in self.blocks.iter().enumerate() {
             let l = Some(il);
-            let normed = b.rms_norm(&x, &block.attn_norm, self.rms_eps)?;
             pass.observe(&normed, "attn_norm", l)?;
             let attn_out = block.attention.forward(pass, &normed, il, &attention)?;
-            let (ffn_inp, normed) = b.add_rms_norm(&attn_out, &x, &block.ffn_norm, self.rms_eps)?;
+            let (ffn_inp, ffn_normed) =
+                b.add_rms_norm(&attn_out, &x, &block.ffn_norm, self.rms_eps)?;
             pass.observe(&ffn_inp, "ffn_inp", l)?;
-            pass.observe(&normed, "ffn_norm", l)?;
+            pass.observe(&ffn_normed, "ffn_norm", l)?;
             let ffn_out = match &block.ffn {
-                Ffn::Dense(ffn) => ffn.forward(b, &normed)?,
-                Ffn::Experts(moe) => moe.forward(b, &normed)?,
+                Ffn::Dense(ffn) => ffn.forward(b, &ffn_normed)?,
+                Ffn::Experts(moe) => moe.forward(b, &ffn_normed)?,
             };
             pass.observe(&ffn_out, "ffn_out", l)?;
-            x = b.add(&ffn_out, &ffn_inp)?;
+            // The residual sum and the next layer's attention norm in one composite op: one
+            // launch fewer a layer where a backend fuses them.
+            x = match self.blocks.get(il + 1) {
+                Some(next) => {
+                    let (sum, next_normed) =
+                        b.add_rms_norm(&ffn_out, &ffn_inp, &next.attn_norm, self.rms_eps)?;
+                    normed = next_normed;
+                    sum
+                }
+                None => b.add(&ffn_out, &ffn_inp)?,
+            };
             pass.observe(&x, "l_out", l)?;
         }
 
