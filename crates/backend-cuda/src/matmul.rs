@@ -45,7 +45,7 @@ pub(crate) const WEIGHT_PADDING: usize = 16;
 const MATVEC_MAX_ROWS: usize = 8;
 /// Up to this many rows take the 8-bit kernels, in groups of `MATVEC_MAX_ROWS`; more take
 /// cuBLAS. 7B Q4_K_M, tokens/s of 16 / 32 sequences: 1,293 / 1,533 here, 956 / 1,726 with cuBLAS.
-const MATVEC_Q8_MAX_ROWS: usize = 16;
+pub(crate) const MATVEC_Q8_MAX_ROWS: usize = 16;
 /// Warps per block and weight rows per warp of the matrix-vector kernels (`WARPS`, `ROWS` in
 /// matmul.cu).
 const MATVEC_WARPS: usize = 4;
@@ -65,8 +65,9 @@ pub(crate) fn sources() -> [(&'static str, String); 2] {
         (
             "matmul",
             format!(
-                "{PDL}{F16_HELPERS}{BLOCKS}{}{}",
+                "{PDL}{F16_HELPERS}{BLOCKS}{}{}{}",
                 include_str!("kernels/matmul.cu"),
+                include_str!("kernels/quantize_q8.cuh"),
                 include_str!("kernels/matvec_q8.cu")
             ),
         ),
@@ -292,6 +293,12 @@ impl Matmul {
         kernel_name(ty).is_some()
     }
 
+    /// Whether weights of type `ty` take 8-bit activations, so that a kernel writing the
+    /// activations they multiply should quantize them as it goes.
+    pub fn takes_q8(ty: GgmlType) -> bool {
+        has_matvec_q8(ty)
+    }
+
     fn kernels(&self, op: &'static str, ty: GgmlType) -> Result<&TypeKernels> {
         self.types
             .iter()
@@ -302,11 +309,13 @@ impl Matmul {
     /// y[n × m] = x[n × k] · Wᵀ for each (W, y) of `products`, row-major f32 on the device.
     /// Weights that multiply the same activations (Q, K and V; gate and up) go together, so
     /// that x is quantized to 8 bits once for all of them, and consecutive ones of one type
-    /// share one launch of the 8-bit kernels.
+    /// share one launch of the 8-bit kernels. `xq`, where given, holds x so quantized already
+    /// (by the kernel that wrote x), and no product then quantizes x of its k again.
     pub fn run(
         &self,
         stream: &Arc<CudaStream>,
         x: &CudaSlice<f32>,
+        xq: Option<&QuantizedRows>,
         n: usize,
         products: &mut [(&DeviceWeight, &mut CudaSlice<f32>)],
     ) -> Result<()> {
@@ -348,19 +357,25 @@ impl Matmul {
                 .as_ref()
                 .filter(|_| n <= MATVEC_Q8_MAX_ROWS)
             {
-                if quantized_k != Some(w.k) {
-                    QuantizedRows::quantize(
-                        &mut quantized,
-                        &self.quantize_q8,
-                        self.pdl,
-                        stream,
-                        x,
-                        n,
-                        w.k,
-                    )?;
-                    quantized_k = Some(w.k);
-                }
-                let q = quantized.as_ref().expect("quantized above");
+                // x's own 8-bit rows, where the kernel that wrote x made them.
+                let q = match xq.filter(|q| q.k == w.k) {
+                    Some(q) => q,
+                    None => {
+                        if quantized_k != Some(w.k) {
+                            QuantizedRows::quantize(
+                                &mut quantized,
+                                &self.quantize_q8,
+                                self.pdl,
+                                stream,
+                                x,
+                                n,
+                                w.k,
+                            )?;
+                            quantized_k = Some(w.k);
+                        }
+                        quantized.as_ref().expect("quantized above")
+                    }
+                };
                 let len = products[i..]
                     .iter()
                     .take(MAX_PRODUCTS)
