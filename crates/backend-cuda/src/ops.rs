@@ -32,7 +32,7 @@ impl Ops<'_> {
         if q8 && group == k && QuantizedRows::fit(n, k) {
             let mut out = CudaTensor::uninit(self.stream, OP, n, k)?;
             let mut q = QuantizedRows::new(self.stream, n, k)?;
-            let (ki, threads, factor) = (k as i32, norm_threads(k) as i32, OUTLIER_FACTOR);
+            let (ki, factor) = (k as i32, OUTLIER_FACTOR);
             let mut launch = self.kernels.launch(self.stream, &self.kernels.rms_norm_q8);
             launch
                 .arg(x.data())
@@ -40,7 +40,6 @@ impl Ops<'_> {
                 .arg(out.data_mut())
                 .arg(&ki)
                 .arg(&eps)
-                .arg(&threads)
                 .arg(&factor)
                 .arg(&mut q.qs)
                 .arg(&mut q.ds)
@@ -212,7 +211,7 @@ impl Ops<'_> {
         let (n, k) = (a.n_tokens(), a.width());
         if q8 && group == k && QuantizedRows::fit(n, k) {
             let mut q = QuantizedRows::new(self.stream, n, k)?;
-            let (ki, threads, factor) = (k as i32, norm_threads(k) as i32, OUTLIER_FACTOR);
+            let (ki, factor) = (k as i32, OUTLIER_FACTOR);
             let mut launch = self
                 .kernels
                 .launch(self.stream, &self.kernels.add_rms_norm_q8);
@@ -224,7 +223,6 @@ impl Ops<'_> {
                 .arg(out.data_mut())
                 .arg(&ki)
                 .arg(&eps)
-                .arg(&threads)
                 .arg(&factor)
                 .arg(&mut q.qs)
                 .arg(&mut q.ds)

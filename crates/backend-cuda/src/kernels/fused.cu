@@ -50,15 +50,14 @@ struct SumOf {
 };
 
 // add_rms_norm of rows of one group each (k values, k a multiple of 32), with their 8-bit rows
-// for the products (norm_q8.cuh); norm_threads: the threads of add_rms_norm's block for such a
-// row.
+// for the products (norm_q8.cuh).
 extern "C" __global__ void __launch_bounds__(QUANTIZE_THREADS)
     add_rms_norm_q8(const float* a, const float* b, const float* weight, float* sum, float* out,
-                    int k, float eps, int norm_threads, float factor, signed char* qs,
+                    int k, float eps, float factor, signed char* qs,
                     float2* ds, unsigned int* outliers, int cap) {
     start_dependents();
     wait_for_producers();
-    norm_rows_q8(SumOf{a, b}, weight, sum, out, k, eps, norm_threads,
+    norm_rows_q8(SumOf{a, b}, weight, sum, out, k, eps,
                  Q8Rows{qs, ds, outliers, cap, factor});
 }
 
@@ -137,8 +136,8 @@ extern "C" __global__ void gated_activation_bias(const float* gate, const float*
 
 // gated_activation_bias of rows of k values (k a multiple of 32), with their 8-bit rows for
 // the down projection, spread over blocks as quantize_q8 is (quantize_q8.cuh): every block
-// computes the whole row's values for the row's statistics (from L2), keeping its own slice in
-// shared memory, whence come both its f32 output and its 8-bit values.
+// computes the whole row's values for the row's statistics (from L2, in batches of loads),
+// keeping its own slice in shared memory, whence come both its f32 output and its 8-bit values.
 extern "C" __global__ void __launch_bounds__(QUANTIZE_THREADS)
     gated_activation_bias_q8(const float* gate, const float* gate_bias, int has_gate_bias,
                              const float* up, const float* up_bias, int has_up_bias, float* out,
@@ -158,16 +157,23 @@ extern "C" __global__ void __launch_bounds__(QUANTIZE_THREADS)
     };
     const int first = QUANTIZE_VALUES * blockIdx.x;
     float sum = 0.0f, peak = 0.0f;
-    q8_stats_chunks(i, k) {
-        const float4 x = *(const float4*)(g + i), v = *(const float4*)(u + i);
-        const float4 o = make_float4(value(x.x, v.x, i), value(x.y, v.y, i + 1),
-                                     value(x.z, v.z, i + 2), value(x.w, v.w, i + 3));
-        q8_add(o, sum, peak);
-        if (i >= first && i < first + QUANTIZE_VALUES) {
-            *(float4*)(mine + i - first) = o;
-            *(float4*)(out + base + i) = o;
-        }
-    }
+    float4 x[Q8_BATCH], v[Q8_BATCH];
+    q8_batched_chunks(
+        k,
+        [&](int j, int i) {
+            x[j] = *(const float4*)(g + i);
+            v[j] = *(const float4*)(u + i);
+        },
+        [&](int j, int i) {
+            const float4 o =
+                make_float4(value(x[j].x, v[j].x, i), value(x[j].y, v[j].y, i + 1),
+                            value(x[j].z, v[j].z, i + 2), value(x[j].w, v[j].w, i + 3));
+            q8_add(o, sum, peak);
+            if (i >= first && i < first + QUANTIZE_VALUES) {
+                *(float4*)(mine + i - first) = o;
+                *(float4*)(out + base + i) = o;
+            }
+        });
     const Q8Rows q = {qs, ds, outliers, cap, factor};
     q8_finish(sum, peak, mine, [&](int i) { return value(g[i], u[i], i); }, k, q, &count);
 }

@@ -71,7 +71,10 @@ extern "C" __global__ void __launch_bounds__(QUANTIZE_THREADS)
     __shared__ u32 count;
     if (threadIdx.x == 0) count = 0;
     float sum = 0.0f, peak = 0.0f;
-    q8_stats_chunks(i, k) q8_add(__ldg((const float4*)(xr + i)), sum, peak);
+    float4 v[Q8_BATCH];
+    q8_batched_chunks(
+        k, [&](int j, int i) { v[j] = __ldg((const float4*)(xr + i)); },
+        [&](int j, int) { q8_add(v[j], sum, peak); });
     const Q8Rows q = {qs, ds, outliers, cap, factor};
     q8_finish(sum, peak, xr + QUANTIZE_VALUES * blockIdx.x, [&](int i) { return xr[i]; }, k, q,
               &count);

@@ -31,13 +31,13 @@ extern "C" __global__ void rms_norm(const float* x, const float* weight, float* 
 }
 
 // rms_norm of rows of one group each (k values, k a multiple of 32), with their 8-bit rows
-// for the products (norm_q8.cuh); norm_threads: the threads of rms_norm's block for such a row.
+// for the products (norm_q8.cuh).
 extern "C" __global__ void __launch_bounds__(QUANTIZE_THREADS)
     rms_norm_q8(const float* x, const float* weight, float* out, int k, float eps,
-                int norm_threads, float factor, signed char* qs, float2* ds,
+                float factor, signed char* qs, float2* ds,
                 unsigned int* outliers, int cap) {
     start_dependents();
     wait_for_producers();
-    norm_rows_q8(RowOf{x}, weight, nullptr, out, k, eps, norm_threads,
+    norm_rows_q8(RowOf{x}, weight, nullptr, out, k, eps,
                  Q8Rows{qs, ds, outliers, cap, factor});
 }
