@@ -5,7 +5,8 @@
 //!   rows. The types of the shipped models (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K) take
 //!   8-bit activations and dp4a integer products (`kernels/matvec_q8.cu`), after a kernel that
 //!   quantizes each activation row once for all the products that share it, splitting off its
-//!   outliers as the cpu backend does (`activations_q8.rs`). The other types dequantize in
+//!   outliers as the cpu backend does (`activations_q8.rs`), or from the 8-bit rows that the
+//!   norm or gated activation which wrote the activations made of them. The other types dequantize in
 //!   registers and multiply with the f32 activations (`kernels/matmul.cu`).
 //! - Batched decoding (9 to 16 rows) with those seven types: the same 8-bit kernels on groups of
 //!   8 rows, with 4 weight rows a warp so that each load of activations serves more products.
