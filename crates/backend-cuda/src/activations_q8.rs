@@ -2,6 +2,10 @@
 //! (`kernels/matvec_q8.cu`): blocks of 32 int8 values with a scale and a sum each, and each
 //! row's outliers split off first, as the cpu backend does (`crates/backend-cpu/src/outliers.rs`),
 //! so that a value in the thousands does not round its neighbours to zero.
+//!
+//! `quantize_q8` makes them for a product; in a decode step the norms and the gated
+//! activation make them as they write their output (`kernels/quantize_q8.cuh` holds the
+//! steps both take), and the products read those instead.
 
 use std::sync::Arc;
 
@@ -10,13 +14,14 @@ use plumb_model::Result;
 
 use crate::error::{error, failed};
 use crate::launch::Launch;
+use crate::matmul::MATVEC_Q8_MAX_ROWS;
 
 /// A value is an outlier when its magnitude exceeds this multiple of its row's mean magnitude:
 /// the cpu backend's `OUTLIER_FACTOR`, so that both backends split the same values off.
-const OUTLIER_FACTOR: f32 = 128.0;
+pub(crate) const OUTLIER_FACTOR: f32 = 128.0;
 
-/// Threads per block of `quantize_q8`, and the values each block quantizes
-/// (`QUANTIZE_THREADS`, `QUANTIZE_VALUES` in matvec_q8.cu).
+/// Threads per block of `quantize_q8` and of the kernels that quantize the rows they write, and
+/// the values each block quantizes (`QUANTIZE_THREADS`, `QUANTIZE_VALUES` in quantize_q8.cuh).
 const THREADS: u32 = 256;
 const VALUES_PER_BLOCK: usize = 256;
 
@@ -32,6 +37,8 @@ pub(crate) struct QuantizedRows {
     pub outliers: CudaSlice<u32>,
     /// The most outliers a row can have.
     pub cap: i32,
+    /// The values a row holds (the width of the rows they quantize).
+    pub k: usize,
 }
 
 impl QuantizedRows {
@@ -40,6 +47,40 @@ impl QuantizedRows {
     /// magnitude sum, which they are part of.
     fn cap(k: usize) -> usize {
         k / OUTLIER_FACTOR as usize + 1
+    }
+
+    /// Whether a kernel that writes n rows of k values should quantize them as it goes: where
+    /// the products take 8-bit rows (decoding) and k is whole blocks of 32.
+    pub fn fit(n: usize, k: usize) -> bool {
+        (1..=MATVEC_Q8_MAX_ROWS).contains(&n) && k.is_multiple_of(32) && k <= i32::MAX as usize
+    }
+
+    /// Buffers for n rows of k values (k a multiple of 32), for a kernel to fill.
+    pub fn new(stream: &Arc<CudaStream>, n: usize, k: usize) -> Result<QuantizedRows> {
+        const OP: &str = "matmul";
+        let cap = Self::cap(k);
+        let (qs_len, ds_len, outliers_len) = (n * k, 2 * n * (k / 32), n * (1 + 2 * cap));
+        Ok(QuantizedRows {
+            stream: Arc::clone(stream),
+            // SAFETY: the kernel that fills them writes every element that the products read.
+            qs: unsafe { stream.alloc::<i8>(qs_len.max(1)) }.map_err(failed(OP))?,
+            // SAFETY: as above.
+            ds: unsafe { stream.alloc::<f32>(ds_len.max(1)) }.map_err(failed(OP))?,
+            // SAFETY: as above.
+            outliers: unsafe { stream.alloc::<u32>(outliers_len.max(1)) }.map_err(failed(OP))?,
+            cap: cap as i32,
+            k,
+        })
+    }
+
+    /// The grid of a kernel that quantizes n rows of k values: blocks of `THREADS` threads,
+    /// `VALUES_PER_BLOCK` values each, across each row.
+    pub fn grid(n: usize, k: usize) -> LaunchConfig {
+        LaunchConfig {
+            grid_dim: (k.div_ceil(VALUES_PER_BLOCK) as u32, n as u32, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        }
     }
 
     /// Quantizes the n rows of k values of x (k a multiple of 32) into `slot`'s buffers,
@@ -62,28 +103,18 @@ impl QuantizedRows {
             ));
         }
         let cap = Self::cap(k);
-        let (qs_len, ds_len, outliers_len) = (n * k, 2 * n * (k / 32), n * (1 + 2 * cap));
         let fits = slot.as_ref().is_some_and(|q| {
             Arc::ptr_eq(&q.stream, stream)
-                && q.qs.len() >= qs_len
-                && q.ds.len() >= ds_len
-                && q.outliers.len() >= outliers_len
+                && q.qs.len() >= n * k
+                && q.ds.len() >= 2 * n * (k / 32)
+                && q.outliers.len() >= n * (1 + 2 * cap)
         });
         if !fits {
             *slot = None;
-            *slot = Some(QuantizedRows {
-                stream: Arc::clone(stream),
-                // SAFETY: quantize_q8 writes every element that the products read.
-                qs: unsafe { stream.alloc::<i8>(qs_len) }.map_err(failed(OP))?,
-                // SAFETY: as above.
-                ds: unsafe { stream.alloc::<f32>(ds_len) }.map_err(failed(OP))?,
-                // SAFETY: as above.
-                outliers: unsafe { stream.alloc::<u32>(outliers_len) }.map_err(failed(OP))?,
-                cap: cap as i32,
-            });
+            *slot = Some(QuantizedRows::new(stream, n, k)?);
         }
         let q = slot.as_mut().expect("allocated above");
-        q.cap = cap as i32;
+        (q.cap, q.k) = (cap as i32, k);
         let (ki, factor) = (k as i32, OUTLIER_FACTOR);
         let mut launch = Launch::new(stream, quantize_q8, pdl);
         launch
@@ -94,11 +125,7 @@ impl QuantizedRows {
             .arg(&mut q.ds)
             .arg(&mut q.outliers)
             .arg(&q.cap);
-        let config = LaunchConfig {
-            grid_dim: (k.div_ceil(VALUES_PER_BLOCK) as u32, n as u32, 1),
-            block_dim: (THREADS, 1, 1),
-            shared_mem_bytes: 0,
-        };
+        let config = Self::grid(n, k);
         // SAFETY: matches `quantize_q8`; x holds n × k values, qs n × k, ds n × k / 32 pairs,
         // outliers n × (1 + 2 cap) words.
         unsafe { launch.run(config) }.map_err(failed(OP))?;

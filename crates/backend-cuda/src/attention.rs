@@ -76,8 +76,8 @@ impl Attention<'_> {
         };
         let mut launch = self.stream.launch_builder(&self.kernels.store_kv);
         launch
-            .arg(&k.data)
-            .arg(&v.data)
+            .arg(k.data())
+            .arg(v.data())
             .arg(slots)
             .arg(&mut layer.k)
             .arg(&mut layer.v)
@@ -122,9 +122,9 @@ impl Attention<'_> {
         };
         let mut launch = self.stream.launch_builder(&self.kernels.rope_store_kv);
         launch
-            .arg(&mut q.data)
-            .arg(&mut k.data)
-            .arg(&v.data)
+            .arg(q.data_mut())
+            .arg(k.data_mut())
+            .arg(v.data())
             .arg(positions)
             .arg(inv_freq)
             .arg(slots)
@@ -235,13 +235,13 @@ impl Attention<'_> {
             .stream
             .launch_builder(&self.kernels.attention_prefill[hd]);
         launch
-            .arg(&q.data)
+            .arg(q.data())
             .arg(&layer.k)
             .arg(&layer.v)
             .arg(positions)
             .arg(&inputs.table_starts)
             .arg(&inputs.tables)
-            .arg(&mut out.data)
+            .arg(out.data_mut())
             .arg(&args.n_tokens)
             .arg(&args.n_head)
             .arg(&args.n_head_kv)
@@ -286,13 +286,13 @@ impl Attention<'_> {
         };
         let mut launch = self.stream.launch_builder(kernel);
         launch
-            .arg(&q.data)
+            .arg(q.data())
             .arg(&ctx.layer.k)
             .arg(&ctx.layer.v)
             .arg(ctx.positions)
             .arg(&ctx.inputs.table_starts)
             .arg(&ctx.inputs.tables)
-            .arg(&mut out.data)
+            .arg(out.data_mut())
             .arg(&mut partial)
             .arg(&args.n_head)
             .arg(&args.n_head_kv);
@@ -318,7 +318,7 @@ impl Attention<'_> {
             let mut launch = self.stream.launch_builder(&self.kernels.attention_combine);
             launch
                 .arg(&partial)
-                .arg(&mut out.data)
+                .arg(out.data_mut())
                 .arg(&args.n_head)
                 .arg(&hd_v)
                 .arg(&n_splits);

@@ -260,7 +260,7 @@ impl Graphs {
                 "recorded a decode step"
             );
         }
-        let ptr = logits.data.device_ptr(stream).0;
+        let ptr = logits.data().device_ptr(stream).0;
         graph.launch().map_err(failed(OP))?;
         let recorded = Recorded {
             graph,

@@ -16,6 +16,18 @@ const PAGED: &str = concat!(
     include_str!("kernels/f16.cuh"),
     include_str!("kernels/paged.cuh")
 );
+/// The 8-bit activation quantizer's steps and the norms built on them: the kernels that
+/// quantize the rows they write.
+const NORM_Q8: &str = concat!(
+    include_str!("kernels/quantize_q8.cuh"),
+    include_str!("kernels/norm_q8.cuh")
+);
+/// The f16 helpers and `NORM_Q8`: the fused kernels'.
+const FUSED: &str = concat!(
+    include_str!("kernels/f16.cuh"),
+    include_str!("kernels/quantize_q8.cuh"),
+    include_str!("kernels/norm_q8.cuh")
+);
 /// What every kernel source starts with: the programmatic dependent launch calls.
 pub(crate) const PDL: &str = include_str!("kernels/pdl.cuh");
 
@@ -25,7 +37,7 @@ pub(crate) const PDL: &str = include_str!("kernels/pdl.cuh");
 pub(crate) fn sources() -> [(&'static str, String); 9] {
     [
         ("elementwise", "", include_str!("kernels/elementwise.cu")),
-        ("rms_norm", "", include_str!("kernels/rms_norm.cu")),
+        ("rms_norm", NORM_Q8, include_str!("kernels/rms_norm.cu")),
         ("rope", "", include_str!("kernels/rope.cu")),
         ("kv", F16, include_str!("kernels/kv.cu")),
         ("attention", PAGED, include_str!("kernels/attention.cu")),
@@ -43,7 +55,7 @@ pub(crate) fn sources() -> [(&'static str, String); 9] {
             ),
             include_str!("kernels/attention_prefill.cu"),
         ),
-        ("fused", F16, include_str!("kernels/fused.cu")),
+        ("fused", FUSED, include_str!("kernels/fused.cu")),
         ("top_k", "", include_str!("kernels/top_k.cu")),
     ]
     .map(|(name, headers, source)| (name, format!("{PDL}{headers}{source}")))
@@ -67,6 +79,10 @@ pub(crate) struct Kernels {
     /// By head dimension (`PREFILL_HEAD_DIMS`).
     pub attention_prefill: [CudaFunction; 2],
     pub add_rms_norm: CudaFunction,
+    /// The decode step's producers that also write 8-bit rows (`rms_norm_q8` and the others).
+    pub rms_norm_q8: CudaFunction,
+    pub add_rms_norm_q8: CudaFunction,
+    pub gated_activation_bias_q8: CudaFunction,
     pub rope_store_kv: CudaFunction,
     pub gated_activation_bias: CudaFunction,
     pub top_k: CudaFunction,
@@ -118,6 +134,9 @@ impl Kernels {
             attention_decode: [d64?, d128?, d256?],
             attention_prefill: [p64?, p128?],
             add_rms_norm: f(&fused, "add_rms_norm")?,
+            rms_norm_q8: f(&rms_norm, "rms_norm_q8")?,
+            add_rms_norm_q8: f(&fused, "add_rms_norm_q8")?,
+            gated_activation_bias_q8: f(&fused, "gated_activation_bias_q8")?,
             rope_store_kv: f(&fused, "rope_store_kv")?,
             gated_activation_bias: f(&fused, "gated_activation_bias")?,
             top_k: f(&top_k, "top_k")?,

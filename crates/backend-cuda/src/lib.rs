@@ -28,6 +28,7 @@ mod rope_table;
 mod tensor;
 mod weight;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use cudarc::driver::{sys::CUdevice_attribute, CudaContext, CudaSlice, CudaStream};
@@ -71,6 +72,9 @@ pub struct CudaBackend {
     n_sm: usize,
     /// The device's name, for reports.
     device_name: String,
+    /// Whether a weight of a type with 8-bit kernels was loaded for products: then the norms
+    /// of a decode step quantize the rows they write to 8 bits, for the products after them.
+    norms_q8: AtomicBool,
 }
 
 impl CudaBackend {
@@ -117,6 +121,7 @@ impl CudaBackend {
             n_sm: usize::try_from(n_sm).unwrap_or(1).max(1),
             device_name,
             stream,
+            norms_q8: AtomicBool::new(false),
         })
     }
 
@@ -158,7 +163,8 @@ impl CudaBackend {
         }
     }
 
-    /// x · Wᵀ for each of `weights`, which share x's 8-bit quantization where they take one.
+    /// x · Wᵀ for each of `weights`, which share x's 8-bit quantization where they take one
+    /// (x's own 8-bit rows where the kernel that wrote x made them).
     fn matmuls<const N: usize>(
         &self,
         x: &CudaTensor,
@@ -177,10 +183,10 @@ impl CudaBackend {
             let mut products: Vec<_> = ws
                 .iter()
                 .copied()
-                .zip(outs.iter_mut().map(|o| &mut o.data))
+                .zip(outs.iter_mut().map(|o| o.data_mut()))
                 .collect();
             self.matmul
-                .run(&self.stream, &x.data, x.n_tokens(), &mut products)?;
+                .run(&self.stream, x.data(), x.q8(), x.n_tokens(), &mut products)?;
         }
         outs.try_into()
             .map_err(|_| error(OP, "one output per weight"))
@@ -271,6 +277,13 @@ impl Backend for CudaBackend {
             self.stream
                 .memcpy_htod(data, &mut bytes.slice_mut(..data.len()))
                 .map_err(failed(OP))?;
+            // A norm's output feeds products (Q/K/V, gate/up, the output head); which ones is
+            // not known where the norm runs, so the norms quantize once any weight would take
+            // their 8-bit rows (every weight of a Q4_K_M model; none of an F16 one, whose
+            // norms then write only the f32 rows).
+            if usage == WeightUse::Matrix && Matmul::takes_q8(ty) {
+                self.norms_q8.store(true, Ordering::Relaxed);
+            }
             WeightKind::Matrix(DeviceWeight {
                 ty,
                 k: tensor.row_len(),
@@ -329,7 +342,7 @@ impl Backend for CudaBackend {
         let mut out = CudaTensor::uninit(&self.stream, OP, pass.n_tokens(), w.k)?;
         if pass.n_tokens() > 0 {
             self.matmul
-                .get_rows(&self.stream, w, &pass.tokens(), &mut out.data)?;
+                .get_rows(&self.stream, w, &pass.tokens(), out.data_mut())?;
         }
         Ok(out)
     }
@@ -337,7 +350,8 @@ impl Backend for CudaBackend {
     fn rms_norm(&self, x: &CudaTensor, weight: &CudaWeight, eps: f32) -> Result<CudaTensor> {
         let values = vector("rms_norm", weight)?;
         CHECK.norm_groups(x, values.len())?;
-        self.ops().rms_norm(x, values, eps)
+        self.ops()
+            .rms_norm(x, values, eps, self.norms_q8.load(Ordering::Relaxed))
     }
 
     fn matmul(&self, x: &CudaTensor, weight: &CudaWeight) -> Result<CudaTensor> {
@@ -456,11 +470,13 @@ impl Backend for CudaBackend {
         const OP: &str = "gated_ffn";
         let [gate, up] = self.matmuls(x, [ffn.gate.weight, ffn.up.weight])?;
         CHECK.same_shape(OP, &gate, &up)?;
-        // The biases are added inside the activation's kernel.
+        // The biases are added inside the activation's kernel, which also quantizes its output
+        // to 8 bits where the down projection takes them.
         let (gate_bias, up_bias) = (bias(OP, ffn.gate, &gate)?, bias(OP, ffn.up, &up)?);
+        let q8 = Matmul::takes_q8(matrix(OP, ffn.down.weight)?.ty);
         let hidden =
             self.ops()
-                .gated_activation_bias(&gate, gate_bias, &up, up_bias, ffn.activation)?;
+                .gated_activation_bias(&gate, gate_bias, &up, up_bias, ffn.activation, q8)?;
         self.project(&hidden, ffn.down)
     }
 
@@ -474,7 +490,8 @@ impl Backend for CudaBackend {
         CHECK.same_shape("add_rms_norm", a, b)?;
         let values = vector("add_rms_norm", weight)?;
         CHECK.norm_groups(a, values.len())?;
-        self.ops().add_rms_norm(a, b, values, eps)
+        self.ops()
+            .add_rms_norm(a, b, values, eps, self.norms_q8.load(Ordering::Relaxed))
     }
 
     fn rope_store_kv(

@@ -5,7 +5,8 @@
 //!   rows. The types of the shipped models (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K) take
 //!   8-bit activations and dp4a integer products (`kernels/matvec_q8.cu`), after a kernel that
 //!   quantizes each activation row once for all the products that share it, splitting off its
-//!   outliers as the cpu backend does (`activations_q8.rs`). The other types dequantize in
+//!   outliers as the cpu backend does (`activations_q8.rs`), or from the 8-bit rows that the
+//!   norm or gated activation which wrote the activations made of them. The other types dequantize in
 //!   registers and multiply with the f32 activations (`kernels/matmul.cu`).
 //! - Batched decoding (9 to 16 rows) with those seven types: the same 8-bit kernels on groups of
 //!   8 rows, with 4 weight rows a warp so that each load of activations serves more products.
@@ -45,7 +46,7 @@ pub(crate) const WEIGHT_PADDING: usize = 16;
 const MATVEC_MAX_ROWS: usize = 8;
 /// Up to this many rows take the 8-bit kernels, in groups of `MATVEC_MAX_ROWS`; more take
 /// cuBLAS. 7B Q4_K_M, tokens/s of 16 / 32 sequences: 1,293 / 1,533 here, 956 / 1,726 with cuBLAS.
-const MATVEC_Q8_MAX_ROWS: usize = 16;
+pub(crate) const MATVEC_Q8_MAX_ROWS: usize = 16;
 /// Warps per block and weight rows per warp of the matrix-vector kernels (`WARPS`, `ROWS` in
 /// matmul.cu).
 const MATVEC_WARPS: usize = 4;
@@ -65,8 +66,9 @@ pub(crate) fn sources() -> [(&'static str, String); 2] {
         (
             "matmul",
             format!(
-                "{PDL}{F16_HELPERS}{BLOCKS}{}{}",
+                "{PDL}{F16_HELPERS}{BLOCKS}{}{}{}",
                 include_str!("kernels/matmul.cu"),
+                include_str!("kernels/quantize_q8.cuh"),
                 include_str!("kernels/matvec_q8.cu")
             ),
         ),
@@ -299,6 +301,12 @@ impl Matmul {
         kernel_name(ty).is_some()
     }
 
+    /// Whether weights of type `ty` take 8-bit activations, so that a kernel writing the
+    /// activations they multiply should quantize them as it goes.
+    pub fn takes_q8(ty: GgmlType) -> bool {
+        has_matvec_q8(ty)
+    }
+
     fn kernels(&self, op: &'static str, ty: GgmlType) -> Result<&TypeKernels> {
         self.types
             .iter()
@@ -309,11 +317,13 @@ impl Matmul {
     /// y[n × m] = x[n × k] · Wᵀ for each (W, y) of `products`, row-major f32 on the device.
     /// Weights that multiply the same activations (Q, K and V; gate and up) go together, so
     /// that x is quantized to 8 bits once for all of them, and consecutive ones of one type
-    /// share one launch of the 8-bit kernels.
+    /// share one launch of the 8-bit kernels. `xq`, where given, holds x so quantized already
+    /// (by the kernel that wrote x), and no product then quantizes x of its k again.
     pub fn run(
         &self,
         stream: &Arc<CudaStream>,
         x: &CudaSlice<f32>,
+        xq: Option<&QuantizedRows>,
         n: usize,
         products: &mut [(&DeviceWeight, &mut CudaSlice<f32>)],
     ) -> Result<()> {
@@ -355,19 +365,25 @@ impl Matmul {
                 .as_ref()
                 .filter(|_| n <= MATVEC_Q8_MAX_ROWS)
             {
-                if quantized_k != Some(w.k) {
-                    QuantizedRows::quantize(
-                        &mut quantized,
-                        &self.quantize_q8,
-                        self.pdl,
-                        stream,
-                        x,
-                        n,
-                        w.k,
-                    )?;
-                    quantized_k = Some(w.k);
-                }
-                let q = quantized.as_ref().expect("quantized above");
+                // x's own 8-bit rows, where the kernel that wrote x made them.
+                let q = match xq.filter(|q| q.k == w.k) {
+                    Some(q) => q,
+                    None => {
+                        if quantized_k != Some(w.k) {
+                            QuantizedRows::quantize(
+                                &mut quantized,
+                                &self.quantize_q8,
+                                self.pdl,
+                                stream,
+                                x,
+                                n,
+                                w.k,
+                            )?;
+                            quantized_k = Some(w.k);
+                        }
+                        quantized.as_ref().expect("quantized above")
+                    }
+                };
                 let len = products[i..]
                     .iter()
                     .take(MAX_PRODUCTS)

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, LaunchConfig};
 use plumb_model::{Activation, Activations, Result, Rope, RopeStyle};
 
+use crate::activations_q8::{QuantizedRows, OUTLIER_FACTOR};
 use crate::error::failed;
 use crate::kernels::{grid_stride, Kernels};
 use crate::tensor::CudaTensor;
@@ -16,15 +17,38 @@ pub(crate) struct Ops<'a> {
 
 impl Ops<'_> {
     /// RMSNorm over groups of `weight.len()` values; the caller has checked that they divide
-    /// the rows.
+    /// the rows. With `q8`, rows that are one group each and few enough for the 8-bit products
+    /// (decoding) get their 8-bit rows too (`rms_norm_q8`).
     pub fn rms_norm(
         &self,
         x: &CudaTensor,
         weight: &CudaSlice<f32>,
         eps: f32,
+        q8: bool,
     ) -> Result<CudaTensor> {
         const OP: &str = "rms_norm";
         let group = weight.len();
+        let (n, k) = (x.n_tokens(), x.width());
+        if q8 && group == k && QuantizedRows::fit(n, k) {
+            let mut out = CudaTensor::uninit(self.stream, OP, n, k)?;
+            let mut q = QuantizedRows::new(self.stream, n, k)?;
+            let (ki, factor) = (k as i32, OUTLIER_FACTOR);
+            let mut launch = self.kernels.launch(self.stream, &self.kernels.rms_norm_q8);
+            launch
+                .arg(x.data())
+                .arg(weight)
+                .arg(out.data_mut())
+                .arg(&ki)
+                .arg(&eps)
+                .arg(&factor)
+                .arg(&mut q.qs)
+                .arg(&mut q.ds)
+                .arg(&mut q.outliers)
+                .arg(&q.cap);
+            // SAFETY: x and out hold n rows of k values, weight holds k; q n rows of k.
+            unsafe { launch.run(QuantizedRows::grid(n, k)) }.map_err(failed(OP))?;
+            return Ok(out.with_q8(q));
+        }
         let out = CudaTensor::uninit(self.stream, OP, x.n_tokens(), x.width())?;
         let n_groups = x.len() / group;
         if n_groups == 0 {
@@ -40,9 +64,9 @@ impl Ops<'_> {
         let group = group as u32;
         let mut launch = self.kernels.launch(self.stream, &self.kernels.rms_norm);
         launch
-            .arg(&x.data)
+            .arg(x.data())
             .arg(weight)
-            .arg(&mut out.data)
+            .arg(out.data_mut())
             .arg(&group)
             .arg(&eps);
         // SAFETY: x and out hold n_groups × group values, weight holds group.
@@ -56,7 +80,11 @@ impl Ops<'_> {
         let n = a.len() as u64;
         if n > 0 {
             let mut launch = self.kernels.launch(self.stream, &self.kernels.add);
-            launch.arg(&a.data).arg(&b.data).arg(&mut out.data).arg(&n);
+            launch
+                .arg(a.data())
+                .arg(b.data())
+                .arg(out.data_mut())
+                .arg(&n);
             // SAFETY: a, b and out hold n values.
             unsafe { launch.run(grid_stride(a.len())) }.map_err(failed(OP))?;
         }
@@ -67,7 +95,7 @@ impl Ops<'_> {
         let (n, width) = (x.len() as u64, x.width() as u32);
         if n > 0 {
             let mut launch = self.kernels.launch(self.stream, &self.kernels.add_bias);
-            launch.arg(&mut x.data).arg(bias).arg(&width).arg(&n);
+            launch.arg(x.data_mut()).arg(bias).arg(&width).arg(&n);
             // SAFETY: x holds n values in rows of width, bias holds width.
             unsafe { launch.run(grid_stride(n as usize)) }.map_err(failed("add_bias"))?;
         }
@@ -78,7 +106,7 @@ impl Ops<'_> {
         let n = x.len() as u64;
         if n > 0 {
             let mut launch = self.kernels.launch(self.stream, &self.kernels.scale);
-            launch.arg(&mut x.data).arg(&factor).arg(&n);
+            launch.arg(x.data_mut()).arg(&factor).arg(&n);
             // SAFETY: x holds n values.
             unsafe { launch.run(grid_stride(n as usize)) }.map_err(failed("scale"))?;
         }
@@ -101,9 +129,9 @@ impl Ops<'_> {
             };
             let mut launch = self.kernels.launch(self.stream, kernel);
             launch
-                .arg(&gate.data)
-                .arg(&up.data)
-                .arg(&mut out.data)
+                .arg(gate.data())
+                .arg(up.data())
+                .arg(out.data_mut())
                 .arg(&n);
             // SAFETY: gate, up and out hold n values.
             unsafe { launch.run(grid_stride(gate.len())) }.map_err(failed(OP))?;
@@ -129,7 +157,7 @@ impl Ops<'_> {
         let neox = i32::from(rope.style == RopeStyle::Neox);
         let mut launch = self.kernels.launch(self.stream, &self.kernels.rope);
         launch
-            .arg(&mut x.data)
+            .arg(x.data_mut())
             .arg(positions)
             .arg(inv_freq)
             .arg(&n_tokens)
@@ -155,9 +183,9 @@ impl Ops<'_> {
         if n > 0 {
             let mut launch = self.kernels.launch(self.stream, &self.kernels.select_rows);
             launch
-                .arg(&x.data)
+                .arg(x.data())
                 .arg(rows)
-                .arg(&mut out.data)
+                .arg(out.data_mut())
                 .arg(&width)
                 .arg(&n);
             // SAFETY: rows holds n_rows indices below x's row count; out n_rows rows.
@@ -167,18 +195,43 @@ impl Ops<'_> {
     }
 
     /// `(a + b, rms_norm(a + b))` in one launch; the caller has checked the shapes and that
-    /// the weight's groups divide the rows.
+    /// the weight's groups divide the rows. With `q8`, as `rms_norm`.
     pub fn add_rms_norm(
         &self,
         a: &CudaTensor,
         b: &CudaTensor,
         weight: &CudaSlice<f32>,
         eps: f32,
+        q8: bool,
     ) -> Result<(CudaTensor, CudaTensor)> {
         const OP: &str = "add_rms_norm";
         let mut sum = CudaTensor::uninit(self.stream, OP, a.n_tokens(), a.width())?;
         let mut out = CudaTensor::uninit(self.stream, OP, a.n_tokens(), a.width())?;
         let group = weight.len();
+        let (n, k) = (a.n_tokens(), a.width());
+        if q8 && group == k && QuantizedRows::fit(n, k) {
+            let mut q = QuantizedRows::new(self.stream, n, k)?;
+            let (ki, factor) = (k as i32, OUTLIER_FACTOR);
+            let mut launch = self
+                .kernels
+                .launch(self.stream, &self.kernels.add_rms_norm_q8);
+            launch
+                .arg(a.data())
+                .arg(b.data())
+                .arg(weight)
+                .arg(sum.data_mut())
+                .arg(out.data_mut())
+                .arg(&ki)
+                .arg(&eps)
+                .arg(&factor)
+                .arg(&mut q.qs)
+                .arg(&mut q.ds)
+                .arg(&mut q.outliers)
+                .arg(&q.cap);
+            // SAFETY: a, b, sum and out hold n rows of k values, weight holds k; q n rows of k.
+            unsafe { launch.run(QuantizedRows::grid(n, k)) }.map_err(failed(OP))?;
+            return Ok((sum, out.with_q8(q)));
+        }
         let n_groups = a.len() / group;
         if n_groups > 0 {
             let cfg = LaunchConfig {
@@ -189,11 +242,11 @@ impl Ops<'_> {
             let group = group as u32;
             let mut launch = self.kernels.launch(self.stream, &self.kernels.add_rms_norm);
             launch
-                .arg(&a.data)
-                .arg(&b.data)
+                .arg(a.data())
+                .arg(b.data())
                 .arg(weight)
-                .arg(&mut sum.data)
-                .arg(&mut out.data)
+                .arg(sum.data_mut())
+                .arg(out.data_mut())
                 .arg(&group)
                 .arg(&eps);
             // SAFETY: a, b, sum and out hold n_groups × group values, weight holds group.
@@ -203,7 +256,8 @@ impl Ops<'_> {
     }
 
     /// `act(gate + gate_bias) ⊙ (up + up_bias)`, the biases optional; the caller has checked
-    /// the shapes.
+    /// the shapes. With `q8` (the product that reads it takes 8-bit rows), rows few enough for
+    /// the 8-bit products (decoding) get their 8-bit rows too (`gated_activation_bias_q8`).
     pub fn gated_activation_bias(
         &self,
         gate: &CudaTensor,
@@ -211,6 +265,7 @@ impl Ops<'_> {
         up: &CudaTensor,
         up_bias: Option<&CudaSlice<f32>>,
         act: Activation,
+        q8: bool,
     ) -> Result<CudaTensor> {
         const OP: &str = "gated_ffn";
         let mut out = CudaTensor::uninit(self.stream, OP, gate.n_tokens(), gate.width())?;
@@ -223,21 +278,48 @@ impl Ops<'_> {
             };
             // An absent bias is never read; the activations stand in for its pointer.
             let (gb, has_gb) = (
-                gate_bias.unwrap_or(&gate.data),
+                gate_bias.unwrap_or(gate.data()),
                 i32::from(gate_bias.is_some()),
             );
-            let (ub, has_ub) = (up_bias.unwrap_or(&up.data), i32::from(up_bias.is_some()));
+            let (ub, has_ub) = (up_bias.unwrap_or(up.data()), i32::from(up_bias.is_some()));
+            let (rows, k) = (gate.n_tokens(), gate.width());
+            if q8 && QuantizedRows::fit(rows, k) {
+                let mut q = QuantizedRows::new(self.stream, rows, k)?;
+                let (ki, factor) = (k as i32, OUTLIER_FACTOR);
+                let mut launch = self
+                    .kernels
+                    .launch(self.stream, &self.kernels.gated_activation_bias_q8);
+                launch
+                    .arg(gate.data())
+                    .arg(gb)
+                    .arg(&has_gb)
+                    .arg(up.data())
+                    .arg(ub)
+                    .arg(&has_ub)
+                    .arg(out.data_mut())
+                    .arg(&ki)
+                    .arg(&act)
+                    .arg(&factor)
+                    .arg(&mut q.qs)
+                    .arg(&mut q.ds)
+                    .arg(&mut q.outliers)
+                    .arg(&q.cap);
+                // SAFETY: gate, up and out hold rows × k values; each bias that is read holds
+                // k; q rows of k.
+                unsafe { launch.run(QuantizedRows::grid(rows, k)) }.map_err(failed(OP))?;
+                return Ok(out.with_q8(q));
+            }
             let mut launch = self
                 .kernels
                 .launch(self.stream, &self.kernels.gated_activation_bias);
             launch
-                .arg(&gate.data)
+                .arg(gate.data())
                 .arg(gb)
                 .arg(&has_gb)
-                .arg(&up.data)
+                .arg(up.data())
                 .arg(ub)
                 .arg(&has_ub)
-                .arg(&mut out.data)
+                .arg(out.data_mut())
                 .arg(&width)
                 .arg(&act)
                 .arg(&n);
@@ -267,7 +349,7 @@ impl Ops<'_> {
         let (width, k32) = (logits.width() as u32, k as u32);
         let mut launch = self.kernels.launch(self.stream, &self.kernels.top_k);
         launch
-            .arg(&logits.data)
+            .arg(logits.data())
             .arg(&width)
             .arg(&k32)
             .arg(&mut ids)

@@ -4,6 +4,7 @@ use cudarc::driver::{CudaSlice, CudaStream};
 use plumb_model::{Activations, Result};
 use std::sync::Arc;
 
+use crate::activations_q8::QuantizedRows;
 use crate::error::failed;
 
 /// Row-major f32 activations in device memory: `n_tokens` rows of `width` values.
@@ -12,7 +13,11 @@ pub struct CudaTensor {
     width: usize,
     /// At least `n_tokens × width` values (one for an empty tensor: the driver allocates no
     /// zero-sized buffers).
-    pub(crate) data: CudaSlice<f32>,
+    data: CudaSlice<f32>,
+    /// The rows quantized to 8 bits by the kernel that wrote them (a decode step's norm or
+    /// gated activation), for the products that read them, which then need not quantize them
+    /// again. Only `data_mut` reaches the values, and it drops them: they cannot go stale.
+    q8: Option<QuantizedRows>,
 }
 
 impl CudaTensor {
@@ -29,6 +34,7 @@ impl CudaTensor {
             n_tokens,
             width,
             data,
+            q8: None,
         })
     }
 
@@ -38,7 +44,31 @@ impl CudaTensor {
             n_tokens,
             width,
             data,
+            q8: None,
         }
+    }
+
+    /// The values.
+    pub(crate) fn data(&self) -> &CudaSlice<f32> {
+        &self.data
+    }
+
+    /// The values, for a kernel that writes them: their 8-bit rows, if any, are dropped, since
+    /// they would no longer match.
+    pub(crate) fn data_mut(&mut self) -> &mut CudaSlice<f32> {
+        self.q8 = None;
+        &mut self.data
+    }
+
+    /// The 8-bit rows that the kernel which wrote the values made of them, if it did.
+    pub(crate) fn q8(&self) -> Option<&QuantizedRows> {
+        self.q8.as_ref()
+    }
+
+    /// This tensor with `q8`, which the kernel that has just written its values made of them.
+    pub(crate) fn with_q8(mut self, q8: QuantizedRows) -> CudaTensor {
+        self.q8 = Some(q8);
+        self
     }
 
     /// The device buffer.

@@ -1,6 +1,7 @@
 //! The CUDA backend's fused composites (add_rms_norm, gated_ffn, rope_store_kv) against the
 //! primitives they replace, composed as the trait's default implementations compose them,
-//! and top_k on the device against the host's ranking.
+//! the 8-bit rows that the norms and the gated activation write against those the products
+//! make themselves, and top_k on the device against the host's ranking.
 
 mod common;
 
@@ -104,6 +105,141 @@ fn gated_ffn_equals_its_projections_and_activation() {
                 &want,
                 &format!("{activation:?}, bias {with_bias}"),
             );
+        }
+    }
+}
+
+/// Rows of k random values; row 0 holds an outlier of 4000 and row 1 one of -2500.
+fn rows_with_outliers(rng: &mut Rng, n: usize, k: usize) -> Vec<f32> {
+    let mut x = rng.values(n * k, 1.0);
+    x[37] = 4000.0;
+    if n > 1 {
+        x[k + 300] = -2500.0;
+    }
+    x
+}
+
+/// The widths of the rows that the 8-bit tests quantize (576 ends in a part of a block of 256,
+/// 11008 spreads over 43 blocks), each with a weight type that takes them.
+const Q8_WIDTHS: [(usize, GgmlType); 3] = [
+    (576, GgmlType::Q8_0),
+    (4096, GgmlType::Q4_K),
+    (11008, GgmlType::Q4_K),
+];
+
+/// The norms of a decode step write 8-bit rows as `quantize_q8` makes them: a product of a
+/// norm's output (which takes the norm's 8-bit rows) equals, bit for bit, the product of the
+/// same values uploaded afresh (which the product quantizes itself). Their f32 rows are those
+/// of a backend that loaded no weight with 8-bit kernels, whose norms write no 8-bit rows: the
+/// normalized rows but for the rounding of the squares' sum (taken in another order), the sums
+/// of add_rms_norm bit for bit. Rows of many blocks each, two of them with outliers.
+#[test]
+fn norms_quantize_their_rows_as_the_products_do() {
+    let plain = require_cuda!();
+    let cuda = require_cuda!();
+    let mut rng = Rng::new(24);
+    for (k, ty) in Q8_WIDTHS {
+        let values: Vec<f32> = (0..k).map(|_| 1.0 + 0.5 * rng.uniform()).collect();
+        let (_, norm) = weight(&cuda, "norm.weight", GgmlType::F32, &[k], &values);
+        let (_, plain_norm) = weight(&plain, "norm.weight", GgmlType::F32, &[k], &values);
+        let (_, w) = weight(&cuda, "w", ty, &[k, 64], &rng.values(k * 64, 1.0));
+        for n in [1, 3, 16] {
+            let (x, b) = (rows_with_outliers(&mut rng, n, k), rng.values(n * k, 1.0));
+            let on = |backend: &CudaBackend| {
+                let x = backend.upload(n, k, x.clone()).unwrap();
+                let b = backend.upload(n, k, b.clone()).unwrap();
+                (x, b)
+            };
+            let ((x, b), (plain_x, plain_b)) = (on(&cuda), on(&plain));
+            let normed = cuda.rms_norm(&x, &norm, 1e-6).unwrap();
+            let (sum, added) = cuda.add_rms_norm(&x, &b, &norm, 1e-6).unwrap();
+            let plain_normed = plain.rms_norm(&plain_x, &plain_norm, 1e-6).unwrap();
+            let (plain_sum, plain_added) = plain
+                .add_rms_norm(&plain_x, &plain_b, &plain_norm, 1e-6)
+                .unwrap();
+            for (what, t, plain_t, tol) in [
+                ("rms_norm", &normed, &plain_normed, 1e-5),
+                ("add_rms_norm", &added, &plain_added, 1e-5),
+                ("add_rms_norm's sum", &sum, &plain_sum, 0.0),
+            ] {
+                let what = format!("{what}, {n} rows of {k}");
+                let (got, want) = (cuda.to_host(t).unwrap(), plain.to_host(plain_t).unwrap());
+                let diff = got
+                    .iter()
+                    .zip(&want)
+                    .map(|(a, b)| (a - b).abs() / b.abs().max(1e-3))
+                    .fold(0.0f32, f32::max);
+                assert!(
+                    diff <= tol,
+                    "{what}: the f32 rows are {diff:e} off the norm's without 8-bit rows"
+                );
+                let afresh = cuda.upload(n, k, got).unwrap();
+                let (got, want) = (
+                    cuda.matmul(t, &w).unwrap(),
+                    cuda.matmul(&afresh, &w).unwrap(),
+                );
+                assert_same(&cuda, &got, &want, &format!("product of {what}"));
+            }
+        }
+    }
+}
+
+/// The gated activation of a decode step writes the 8-bit rows that the down projection takes
+/// as `quantize_q8` makes them: gated_ffn equals, bit for bit, its projections and the
+/// activation composed, whose down projection quantizes the activation's rows itself. With
+/// the biases, every row holds outliers (about 10 · 4000 and 10 · -2500, listed by one warp
+/// in one order, so that the products add them in the same order).
+#[test]
+fn gated_activation_quantizes_its_rows_as_the_down_product_does() {
+    let cuda = require_cuda!();
+    let mut rng = Rng::new(25);
+    let n_embd = 64;
+    for (n_ff, ty) in Q8_WIDTHS {
+        let matrix = |rng: &mut Rng, name: &str, ty, k: usize, m: usize| {
+            weight(&cuda, name, ty, &[k, m], &rng.values(k * m, 1.0)).1
+        };
+        let gate = matrix(&mut rng, "gate", GgmlType::Q8_0, n_embd, n_ff);
+        let up = matrix(&mut rng, "up", GgmlType::Q8_0, n_embd, n_ff);
+        let down = matrix(&mut rng, "down", ty, n_ff, n_embd);
+        let mut gate_bias = rng.values(n_ff, 1.0);
+        let mut up_bias = rng.values(n_ff, 1.0);
+        (gate_bias[37], gate_bias[300]) = (10.0, 10.0);
+        (up_bias[37], up_bias[300]) = (4000.0, -2500.0);
+        let (_, gate_bias) = weight(&cuda, "gate.bias", GgmlType::F32, &[n_ff], &gate_bias);
+        let (_, up_bias) = weight(&cuda, "up.bias", GgmlType::F32, &[n_ff], &up_bias);
+        for n in [1, 3, 16] {
+            let (_, x) = tensors(&cuda, &mut rng, n, n_embd);
+            for activation in [Activation::Silu, Activation::GeluTanh] {
+                for with_bias in [false, true] {
+                    let p = |w, b| Projection {
+                        weight: w,
+                        bias: with_bias.then_some(b),
+                    };
+                    let ffn = GatedFfnWeights {
+                        gate: p(&gate, &gate_bias),
+                        up: p(&up, &up_bias),
+                        down: Projection {
+                            weight: &down,
+                            bias: None,
+                        },
+                        activation,
+                    };
+                    let got = cuda.gated_ffn(&x, &ffn).unwrap();
+                    let g = cuda.project(&x, ffn.gate).unwrap();
+                    let u = cuda.project(&x, ffn.up).unwrap();
+                    let hidden = cuda.gated_activation(&g, &u, activation).unwrap();
+                    let afresh = cuda
+                        .upload(n, n_ff, cuda.to_host(&hidden).unwrap())
+                        .unwrap();
+                    let want = cuda.project(&afresh, ffn.down).unwrap();
+                    assert_same(
+                        &cuda,
+                        &got,
+                        &want,
+                        &format!("{n} rows of {n_ff}, {activation:?}, bias {with_bias}"),
+                    );
+                }
+            }
         }
     }
 }

@@ -1,6 +1,8 @@
 // Fused forms of the model's composite ops (Backend::add_rms_norm, rope_store_kv, the gated
 // FFN's activation): one launch where the primitives take two or three, each computing
-// exactly what the primitives' kernels compute, in the same order.
+// exactly what the primitives' kernels compute, in the same order. The *_q8 forms, for
+// decoding, also write the 8-bit rows of what they write for the products that read it
+// (after quantize_q8.cuh and norm_q8.cuh).
 
 __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -35,6 +37,28 @@ extern "C" __global__ void add_rms_norm(const float* a, const float* b, const fl
     // Each thread reads back only the sums it wrote.
     for (unsigned int i = threadIdx.x; i < group; i += blockDim.x)
         out[base + i] = sum[base + i] * inv * weight[i];
+}
+
+// The values a + b of rows before add_rms_norm's norm.
+struct SumOf {
+    const float *a, *b;
+    __device__ __forceinline__ float at(long long i) const { return a[i] + b[i]; }
+    __device__ __forceinline__ float4 at4(long long i) const {
+        const float4 x = *(const float4*)(a + i), y = *(const float4*)(b + i);
+        return make_float4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);
+    }
+};
+
+// add_rms_norm of rows of one group each (k values, k a multiple of 32), with their 8-bit rows
+// for the products (norm_q8.cuh).
+extern "C" __global__ void __launch_bounds__(QUANTIZE_THREADS)
+    add_rms_norm_q8(const float* a, const float* b, const float* weight, float* sum, float* out,
+                    int k, float eps, float factor, signed char* qs,
+                    float2* ds, unsigned int* outliers, int cap) {
+    start_dependents();
+    wait_for_producers();
+    norm_rows_q8(SumOf{a, b}, weight, sum, out, k, eps,
+                 Q8Rows{qs, ds, outliers, cap, factor});
 }
 
 // Rotates one pair of a head in place (rope.cu's arithmetic).
@@ -83,6 +107,15 @@ extern "C" __global__ void rope_store_kv(float* q, float* k, const float* v,
             f2h(v[(unsigned long long)t * v_width + kh * v_head + i]);
 }
 
+// act(x) · u, `act` 0 SiLU, 1 GELU-tanh (elementwise.cu's arithmetic).
+__device__ __forceinline__ float gated(float x, float u, int act) {
+    const float SQRT_2_OVER_PI = 0.7978845608028654f;
+    const float g = act == 0
+        ? x / (1.0f + expf(-x))
+        : 0.5f * x * (1.0f + tanhf(SQRT_2_OVER_PI * (x + 0.044715f * x * x * x)));
+    return g * u;
+}
+
 // act(gate + gate_bias) * (up + up_bias), the biases optional (has_* = 0: none; the pointer
 // is then not read). `act` 0 is SiLU, 1 GELU-tanh (elementwise.cu's arithmetic).
 extern "C" __global__ void gated_activation_bias(const float* gate, const float* gate_bias,
@@ -92,15 +125,55 @@ extern "C" __global__ void gated_activation_bias(const float* gate, const float*
                                                  unsigned long long n) {
     start_dependents();
     wait_for_producers();
-    const float SQRT_2_OVER_PI = 0.7978845608028654f;
     for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
          i += (unsigned long long)gridDim.x * blockDim.x) {
         float x = gate[i], u = up[i];
         if (has_gate_bias) x += gate_bias[i % width];
         if (has_up_bias) u += up_bias[i % width];
-        const float g = act == 0
-            ? x / (1.0f + expf(-x))
-            : 0.5f * x * (1.0f + tanhf(SQRT_2_OVER_PI * (x + 0.044715f * x * x * x)));
-        out[i] = g * u;
+        out[i] = gated(x, u, act);
     }
+}
+
+// gated_activation_bias of rows of k values (k a multiple of 32), with their 8-bit rows for
+// the down projection, spread over blocks as quantize_q8 is (quantize_q8.cuh): every block
+// computes the whole row's values for the row's statistics (from L2, in batches of loads),
+// keeping its own slice in shared memory, whence come both its f32 output and its 8-bit values.
+extern "C" __global__ void __launch_bounds__(QUANTIZE_THREADS)
+    gated_activation_bias_q8(const float* gate, const float* gate_bias, int has_gate_bias,
+                             const float* up, const float* up_bias, int has_up_bias, float* out,
+                             int k, int act, float factor, signed char* qs, float2* ds,
+                             unsigned int* outliers, int cap) {
+    start_dependents();
+    wait_for_producers();
+    __shared__ __align__(16) float mine[QUANTIZE_VALUES];
+    __shared__ unsigned int count;
+    if (threadIdx.x == 0) count = 0;
+    const long long base = (long long)blockIdx.y * k;
+    const float *g = gate + base, *u = up + base;
+    const auto value = [&](float x, float v, int i) {
+        if (has_gate_bias) x += gate_bias[i];
+        if (has_up_bias) v += up_bias[i];
+        return gated(x, v, act);
+    };
+    const int first = QUANTIZE_VALUES * blockIdx.x;
+    float sum = 0.0f, peak = 0.0f;
+    float4 x[Q8_BATCH], v[Q8_BATCH];
+    q8_batched_chunks(
+        k,
+        [&](int j, int i) {
+            x[j] = *(const float4*)(g + i);
+            v[j] = *(const float4*)(u + i);
+        },
+        [&](int j, int i) {
+            const float4 o =
+                make_float4(value(x[j].x, v[j].x, i), value(x[j].y, v[j].y, i + 1),
+                            value(x[j].z, v[j].z, i + 2), value(x[j].w, v[j].w, i + 3));
+            q8_add(o, sum, peak);
+            if (i >= first && i < first + QUANTIZE_VALUES) {
+                *(float4*)(mine + i - first) = o;
+                *(float4*)(out + base + i) = o;
+            }
+        });
+    const Q8Rows q = {qs, ds, outliers, cap, factor};
+    q8_finish(sum, peak, mine, [&](int i) { return value(g[i], u[i], i); }, k, q, &count);
 }

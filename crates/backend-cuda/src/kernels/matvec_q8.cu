@@ -48,97 +48,36 @@ __device__ __forceinline__ int minus32(u32 v) {
 
 // ------------------------------------------------------------------------ activation quantizer
 
-#define QUANTIZE_THREADS 256
-#define QUANTIZE_VALUES 256  // values that one block of quantize_q8 quantizes: 32 per warp
-
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
     return v;
 }
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
-    return v;
-}
 
 // Row blockIdx.y of x (k values, k a multiple of 32), values QUANTIZE_VALUES · blockIdx.x on:
 // their int8 values into qs (k per row), the (d, sum) of each block of 32 into ds (k / 32 per
-// row). Block 0 of a row also lists the row's outliers (1 + 2 cap words per row).
+// row). Block 0 of a row also lists the row's outliers (1 + 2 cap words per row). The steps are
+// quantize_q8.cuh's, which the kernels that quantize the rows they write also take.
 //
 // Every block of a row first sums and maximizes the whole row's magnitudes itself (from L2: a
-// few float4 loads per thread), in the same order, so that all of them find the same threshold
-// without a second launch; one block per row quantized a 4096-value row on one SM in 7.2 µs,
-// and blocks of 1024 values in 3.7 µs.
+// few float4 loads per thread); one block per row quantized a 4096-value row on one SM in
+// 7.2 µs, and blocks of 1024 values in 3.7 µs.
 extern "C" __global__ void __launch_bounds__(QUANTIZE_THREADS)
     quantize_q8(const float* __restrict__ x, int k, float factor, signed char* __restrict__ qs,
                 float2* __restrict__ ds, u32* __restrict__ outliers, int cap) {
     start_dependents();
     wait_for_producers();
-    const int row = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    constexpr int WARPS_Q = QUANTIZE_THREADS / 32;
-    const float* xr = x + (long long)row * k;
-    __shared__ float part_sum[WARPS_Q], part_max[WARPS_Q];
+    const float* xr = x + (long long)blockIdx.y * k;
     __shared__ u32 count;
-
-    float sum = 0.0f, peak = 0.0f;
-    for (int i = 4 * threadIdx.x; i < k; i += 4 * QUANTIZE_THREADS) {
-        const float4 v = __ldg((const float4*)(xr + i));
-        sum += (fabsf(v.x) + fabsf(v.y)) + (fabsf(v.z) + fabsf(v.w));
-        peak = fmaxf(peak, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
-    }
-    sum = warp_sum(sum);
-    peak = warp_max(peak);
-    if (lane == 0) {
-        part_sum[warp] = sum;
-        part_max[warp] = peak;
-    }
     if (threadIdx.x == 0) count = 0;
-    __syncthreads();
-    sum = 0.0f;
-    peak = 0.0f;
-#pragma unroll
-    for (int w = 0; w < WARPS_Q; w++) {
-        sum += part_sum[w];
-        peak = fmaxf(peak, part_max[w]);
-    }
-    const float mean = sum / (float)k;
-    const float threshold = factor * mean;
-    // A row with a NaN or an infinity is wrong already; it is quantized as it is.
-    const bool split = isfinite(mean) && peak > threshold;
-
-    // The rare row with outliers: block 0 lists them all.
-    u32* out = outliers + (long long)row * (1 + 2 * cap);
-    if (split && blockIdx.x == 0) {
-        for (int i = threadIdx.x; i < k; i += QUANTIZE_THREADS) {
-            const float v = xr[i];
-            if (fabsf(v) > threshold) {
-                const u32 slot = atomicAdd(&count, 1u);
-                if (slot < (u32)cap) {
-                    out[1 + 2 * slot] = i;
-                    out[2 + 2 * slot] = __float_as_uint(v);
-                }
-            }
-        }
-        __syncthreads();
-    }
-    if (blockIdx.x == 0 && threadIdx.x == 0) out[0] = min(count, (u32)cap);
-
-    const int b = QUANTIZE_VALUES / 32 * blockIdx.x + warp;
-    if (b < k / 32) {
-        float v = xr[32 * b + lane];
-        if (split && fabsf(v) > threshold) v = 0.0f;
-        const float amax = warp_max(fabsf(v));
-        const float d = amax / 127.0f;
-        const int q = amax == 0.0f ? 0 : __float2int_rn(v / d);
-        // The sum of the quantized values, not of x: the offsets and mins then multiply the
-        // same x as the quants do, and the product is exactly W · x̃ (x̃ the dequantized row),
-        // whose error Σ w (x̃ − x) has centred weights. With the sum of x it was Σ d q (x̃ − x),
-        // q in 0..15 for Q4_0: 3.7 times the variance (smollm2's Qcur-0 was 1.0e-2 off).
-        const float block_sum = d * warp_sum((float)q);
-        qs[(long long)row * k + 32 * b + lane] = (signed char)q;
-        if (lane == 0) ds[(long long)row * (k / 32) + b] = make_float2(d, block_sum);
-    }
+    float sum = 0.0f, peak = 0.0f;
+    float4 v[Q8_BATCH];
+    q8_batched_chunks(
+        k, [&](int j, int i) { v[j] = __ldg((const float4*)(xr + i)); },
+        [&](int j, int) { q8_add(v[j], sum, peak); });
+    const Q8Rows q = {qs, ds, outliers, cap, factor};
+    q8_finish(sum, peak, xr + QUANTIZE_VALUES * blockIdx.x, [&](int i) { return xr[i]; }, k, q,
+              &count);
 }
 
 // -------------------------------------------------------------------------------- weight types
