@@ -18,7 +18,7 @@ use crate::matmul::MATVEC_Q8_MAX_ROWS;
 
 /// A value is an outlier when its magnitude exceeds this multiple of its row's mean magnitude:
 /// the cpu backend's `OUTLIER_FACTOR`, so that both backends split the same values off.
-pub(crate) const OUTLIER_FACTOR: f32 = 128.0;
+const OUTLIER_FACTOR: f32 = 128.0;
 
 /// Threads per block of `quantize_q8` and of the kernels that quantize the rows they write, and
 /// the values each block quantizes (`QUANTIZE_THREADS`, `QUANTIZE_VALUES` in quantize_q8.cuh).
@@ -83,6 +83,17 @@ impl QuantizedRows {
         }
     }
 
+    /// Pushes the outlier factor and these rows' buffers: the last arguments of every kernel
+    /// that writes 8-bit rows (`quantize_q8` and the fused producers).
+    pub fn push_args<'a>(&'a mut self, launch: &mut Launch<'a>) {
+        launch
+            .arg(&OUTLIER_FACTOR)
+            .arg(&mut self.qs)
+            .arg(&mut self.ds)
+            .arg(&mut self.outliers)
+            .arg(&self.cap);
+    }
+
     /// Quantizes the n rows of k values of x (k a multiple of 32) into `slot`'s buffers,
     /// allocating them where they are missing, too small, or belong to another stream;
     /// `quantize_q8` is launched with programmatic dependent launch where `pdl` is set.
@@ -115,16 +126,10 @@ impl QuantizedRows {
         }
         let q = slot.as_mut().expect("allocated above");
         (q.cap, q.k) = (cap as i32, k);
-        let (ki, factor) = (k as i32, OUTLIER_FACTOR);
+        let ki = k as i32;
         let mut launch = Launch::new(stream, quantize_q8, pdl);
-        launch
-            .arg(x)
-            .arg(&ki)
-            .arg(&factor)
-            .arg(&mut q.qs)
-            .arg(&mut q.ds)
-            .arg(&mut q.outliers)
-            .arg(&q.cap);
+        launch.arg(x).arg(&ki);
+        q.push_args(&mut launch);
         let config = Self::grid(n, k);
         // SAFETY: matches `quantize_q8`; x holds n × k values, qs n × k, ds n × k / 32 pairs,
         // outliers n × (1 + 2 cap) words.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, LaunchConfig};
 use plumb_model::{Activation, Activations, Result, Rope, RopeStyle};
 
-use crate::activations_q8::{QuantizedRows, OUTLIER_FACTOR};
+use crate::activations_q8::QuantizedRows;
 use crate::error::failed;
 use crate::kernels::{grid_stride, Kernels};
 use crate::tensor::CudaTensor;
@@ -32,19 +32,15 @@ impl Ops<'_> {
         if q8 && group == k && QuantizedRows::fit(n, k) {
             let mut out = CudaTensor::uninit(self.stream, OP, n, k)?;
             let mut q = QuantizedRows::new(self.stream, n, k)?;
-            let (ki, factor) = (k as i32, OUTLIER_FACTOR);
+            let ki = k as i32;
             let mut launch = self.kernels.launch(self.stream, &self.kernels.rms_norm_q8);
             launch
                 .arg(x.data())
                 .arg(weight)
                 .arg(out.data_mut())
                 .arg(&ki)
-                .arg(&eps)
-                .arg(&factor)
-                .arg(&mut q.qs)
-                .arg(&mut q.ds)
-                .arg(&mut q.outliers)
-                .arg(&q.cap);
+                .arg(&eps);
+            q.push_args(&mut launch);
             // SAFETY: x and out hold n rows of k values, weight holds k; q n rows of k.
             unsafe { launch.run(QuantizedRows::grid(n, k)) }.map_err(failed(OP))?;
             return Ok(out.with_q8(q));
@@ -211,7 +207,7 @@ impl Ops<'_> {
         let (n, k) = (a.n_tokens(), a.width());
         if q8 && group == k && QuantizedRows::fit(n, k) {
             let mut q = QuantizedRows::new(self.stream, n, k)?;
-            let (ki, factor) = (k as i32, OUTLIER_FACTOR);
+            let ki = k as i32;
             let mut launch = self
                 .kernels
                 .launch(self.stream, &self.kernels.add_rms_norm_q8);
@@ -222,12 +218,8 @@ impl Ops<'_> {
                 .arg(sum.data_mut())
                 .arg(out.data_mut())
                 .arg(&ki)
-                .arg(&eps)
-                .arg(&factor)
-                .arg(&mut q.qs)
-                .arg(&mut q.ds)
-                .arg(&mut q.outliers)
-                .arg(&q.cap);
+                .arg(&eps);
+            q.push_args(&mut launch);
             // SAFETY: a, b, sum and out hold n rows of k values, weight holds k; q n rows of k.
             unsafe { launch.run(QuantizedRows::grid(n, k)) }.map_err(failed(OP))?;
             return Ok((sum, out.with_q8(q)));
@@ -283,35 +275,16 @@ impl Ops<'_> {
             );
             let (ub, has_ub) = (up_bias.unwrap_or(up.data()), i32::from(up_bias.is_some()));
             let (rows, k) = (gate.n_tokens(), gate.width());
-            if q8 && QuantizedRows::fit(rows, k) {
-                let mut q = QuantizedRows::new(self.stream, rows, k)?;
-                let (ki, factor) = (k as i32, OUTLIER_FACTOR);
-                let mut launch = self
-                    .kernels
-                    .launch(self.stream, &self.kernels.gated_activation_bias_q8);
-                launch
-                    .arg(gate.data())
-                    .arg(gb)
-                    .arg(&has_gb)
-                    .arg(up.data())
-                    .arg(ub)
-                    .arg(&has_ub)
-                    .arg(out.data_mut())
-                    .arg(&ki)
-                    .arg(&act)
-                    .arg(&factor)
-                    .arg(&mut q.qs)
-                    .arg(&mut q.ds)
-                    .arg(&mut q.outliers)
-                    .arg(&q.cap);
-                // SAFETY: gate, up and out hold rows × k values; each bias that is read holds
-                // k; q rows of k.
-                unsafe { launch.run(QuantizedRows::grid(rows, k)) }.map_err(failed(OP))?;
-                return Ok(out.with_q8(q));
-            }
-            let mut launch = self
-                .kernels
-                .launch(self.stream, &self.kernels.gated_activation_bias);
+            let mut q = match q8 && QuantizedRows::fit(rows, k) {
+                true => Some(QuantizedRows::new(self.stream, rows, k)?),
+                false => None,
+            };
+            let kernel = match q {
+                Some(_) => &self.kernels.gated_activation_bias_q8,
+                None => &self.kernels.gated_activation_bias,
+            };
+            let ki = k as i32;
+            let mut launch = self.kernels.launch(self.stream, kernel);
             launch
                 .arg(gate.data())
                 .arg(gb)
@@ -319,13 +292,25 @@ impl Ops<'_> {
                 .arg(up.data())
                 .arg(ub)
                 .arg(&has_ub)
-                .arg(out.data_mut())
-                .arg(&width)
-                .arg(&act)
-                .arg(&n);
-            // SAFETY: gate, up and out hold n values in rows of width; each bias that is read
-            // holds width.
-            unsafe { launch.run(grid_stride(n as usize)) }.map_err(failed(OP))?;
+                .arg(out.data_mut());
+            match &mut q {
+                Some(q) => {
+                    launch.arg(&ki).arg(&act);
+                    q.push_args(&mut launch);
+                    // SAFETY: gate, up and out hold rows × k values; each bias that is read
+                    // holds k; q rows of k.
+                    unsafe { launch.run(QuantizedRows::grid(rows, k)) }.map_err(failed(OP))?;
+                }
+                None => {
+                    launch.arg(&width).arg(&act).arg(&n);
+                    // SAFETY: gate, up and out hold n values in rows of width; each bias that
+                    // is read holds width.
+                    unsafe { launch.run(grid_stride(n as usize)) }.map_err(failed(OP))?;
+                }
+            }
+            if let Some(q) = q {
+                return Ok(out.with_q8(q));
+            }
         }
         Ok(out)
     }

@@ -6,7 +6,7 @@
 mod common;
 
 use common::{kv_cache, run, tensors, weight, with_pass};
-use plumb_backend_cuda::{CudaBackend, CudaTensor};
+use plumb_backend_cuda::{CudaBackend, CudaTensor, CudaWeight};
 use plumb_gguf::GgmlType;
 use plumb_model::{
     Activation, Activations, AttentionStep, Backend, GatedFfnWeights, KvConfig, LayerKv,
@@ -46,6 +46,21 @@ fn add_rms_norm_equals_add_then_rms_norm() {
     }
 }
 
+/// A gated FFN of the gate, up and down matrices, with the gate's and up's biases where given.
+fn gated_ffn_weights<'w>(
+    [gate, up, down]: [&'w CudaWeight; 3],
+    biases: Option<(&'w CudaWeight, &'w CudaWeight)>,
+    activation: Activation,
+) -> GatedFfnWeights<'w, CudaWeight> {
+    let p = |weight, bias| Projection { weight, bias };
+    GatedFfnWeights {
+        gate: p(gate, biases.map(|b| b.0)),
+        up: p(up, biases.map(|b| b.1)),
+        down: p(down, None),
+        activation,
+    }
+}
+
 #[test]
 fn gated_ffn_equals_its_projections_and_activation() {
     let cuda = require_cuda!();
@@ -81,19 +96,8 @@ fn gated_ffn_equals_its_projections_and_activation() {
     );
     for activation in [Activation::Silu, Activation::GeluTanh] {
         for with_bias in [false, true] {
-            let p = |w, b| Projection {
-                weight: w,
-                bias: with_bias.then_some(b),
-            };
-            let ffn = GatedFfnWeights {
-                gate: p(&gate, &gate_bias),
-                up: p(&up, &up_bias),
-                down: Projection {
-                    weight: &down,
-                    bias: None,
-                },
-                activation,
-            };
+            let biases = with_bias.then_some((&gate_bias, &up_bias));
+            let ffn = gated_ffn_weights([&gate, &up, &down], biases, activation);
             let got = cuda.gated_ffn(&x, &ffn).unwrap();
             let g = cuda.project(&x, ffn.gate).unwrap();
             let u = cuda.project(&x, ffn.up).unwrap();
@@ -211,19 +215,8 @@ fn gated_activation_quantizes_its_rows_as_the_down_product_does() {
             let (_, x) = tensors(&cuda, &mut rng, n, n_embd);
             for activation in [Activation::Silu, Activation::GeluTanh] {
                 for with_bias in [false, true] {
-                    let p = |w, b| Projection {
-                        weight: w,
-                        bias: with_bias.then_some(b),
-                    };
-                    let ffn = GatedFfnWeights {
-                        gate: p(&gate, &gate_bias),
-                        up: p(&up, &up_bias),
-                        down: Projection {
-                            weight: &down,
-                            bias: None,
-                        },
-                        activation,
-                    };
+                    let biases = with_bias.then_some((&gate_bias, &up_bias));
+                    let ffn = gated_ffn_weights([&gate, &up, &down], biases, activation);
                     let got = cuda.gated_ffn(&x, &ffn).unwrap();
                     let g = cuda.project(&x, ffn.gate).unwrap();
                     let u = cuda.project(&x, ffn.up).unwrap();
