@@ -1,7 +1,8 @@
 #!/bin/sh
 # The whole test suite, as CI runs it (.ci/run) and as README.md gives it:
-#   formatting, the test models and llama.cpp's tokenizer test vocabularies (fetched once,
-#   then cached), every crate's tests in release mode against the reference data in testdata/,
+#   formatting, the wgpu backend's build for Apple silicon (Metal), the tests' build, the test
+#   models and llama.cpp's tokenizer test vocabularies (fetched once, then cached), every
+#   crate's tests in release mode against the reference data in testdata/,
 #   on x86-64 the NEON kernels under qemu user emulation, the core crates' tests in WebAssembly
 #   under node (tools/test-wasm.sh), and the chat page in headless Chromium (tools/test-web.sh),
 #   every build of the workspace's crates linted by clippy as it compiles (below).

@@ -281,7 +281,7 @@ impl Backend for CudaBackend {
             // not known where the norm runs, so the norms quantize once any weight would take
             // their 8-bit rows (every weight of a Q4_K_M model; none of an F16 one, whose
             // norms then write only the f32 rows).
-            if usage == WeightUse::Matrix && Matmul::takes_q8(ty) {
+            if usage == WeightUse::Matrix && matmul::has_matvec_q8(ty) {
                 self.norms_q8.store(true, Ordering::Relaxed);
             }
             WeightKind::Matrix(DeviceWeight {
@@ -473,7 +473,7 @@ impl Backend for CudaBackend {
         // The biases are added inside the activation's kernel, which also quantizes its output
         // to 8 bits where the down projection takes them.
         let (gate_bias, up_bias) = (bias(OP, ffn.gate, &gate)?, bias(OP, ffn.up, &up)?);
-        let q8 = Matmul::takes_q8(matrix(OP, ffn.down.weight)?.ty);
+        let q8 = matmul::has_matvec_q8(matrix(OP, ffn.down.weight)?.ty);
         let hidden =
             self.ops()
                 .gated_activation_bias(&gate, gate_bias, &up, up_bias, ffn.activation, q8)?;

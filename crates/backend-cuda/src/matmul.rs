@@ -104,8 +104,9 @@ fn kernel_name(ty: GgmlType) -> Option<&'static str> {
 }
 
 /// Whether weights of type `ty` take 8-bit activations in matrix-vector products (`mvq_*` in
-/// matvec_q8.cu).
-fn has_matvec_q8(ty: GgmlType) -> bool {
+/// matvec_q8.cu), so that a kernel writing the activations they multiply may quantize them as
+/// it goes.
+pub(crate) fn has_matvec_q8(ty: GgmlType) -> bool {
     use GgmlType::*;
     matches!(ty, Q4_0 | Q4_1 | Q5_0 | Q8_0 | Q4_K | Q5_K | Q6_K)
 }
@@ -299,12 +300,6 @@ impl Matmul {
     /// Whether weights of type `ty` have kernels here.
     pub fn supports(ty: GgmlType) -> bool {
         kernel_name(ty).is_some()
-    }
-
-    /// Whether weights of type `ty` take 8-bit activations, so that a kernel writing the
-    /// activations they multiply should quantize them as it goes.
-    pub fn takes_q8(ty: GgmlType) -> bool {
-        has_matvec_q8(ty)
     }
 
     fn kernels(&self, op: &'static str, ty: GgmlType) -> Result<&TypeKernels> {

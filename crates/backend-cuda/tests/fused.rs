@@ -61,6 +61,18 @@ fn gated_ffn_weights<'w>(
     }
 }
 
+/// The gated FFN's hidden rows from the primitives: the gate and up projections, then
+/// `gated_activation`.
+fn activation_from_primitives(
+    cuda: &CudaBackend,
+    x: &CudaTensor,
+    ffn: &GatedFfnWeights<'_, CudaWeight>,
+) -> CudaTensor {
+    let g = cuda.project(x, ffn.gate).unwrap();
+    let u = cuda.project(x, ffn.up).unwrap();
+    cuda.gated_activation(&g, &u, ffn.activation).unwrap()
+}
+
 #[test]
 fn gated_ffn_equals_its_projections_and_activation() {
     let cuda = require_cuda!();
@@ -99,9 +111,7 @@ fn gated_ffn_equals_its_projections_and_activation() {
             let biases = with_bias.then_some((&gate_bias, &up_bias));
             let ffn = gated_ffn_weights([&gate, &up, &down], biases, activation);
             let got = cuda.gated_ffn(&x, &ffn).unwrap();
-            let g = cuda.project(&x, ffn.gate).unwrap();
-            let u = cuda.project(&x, ffn.up).unwrap();
-            let hidden = cuda.gated_activation(&g, &u, activation).unwrap();
+            let hidden = activation_from_primitives(&cuda, &x, &ffn);
             let want = cuda.project(&hidden, ffn.down).unwrap();
             assert_same(
                 &cuda,
@@ -218,9 +228,7 @@ fn gated_activation_quantizes_its_rows_as_the_down_product_does() {
                     let biases = with_bias.then_some((&gate_bias, &up_bias));
                     let ffn = gated_ffn_weights([&gate, &up, &down], biases, activation);
                     let got = cuda.gated_ffn(&x, &ffn).unwrap();
-                    let g = cuda.project(&x, ffn.gate).unwrap();
-                    let u = cuda.project(&x, ffn.up).unwrap();
-                    let hidden = cuda.gated_activation(&g, &u, activation).unwrap();
+                    let hidden = activation_from_primitives(&cuda, &x, &ffn);
                     let afresh = cuda
                         .upload(n, n_ff, cuda.to_host(&hidden).unwrap())
                         .unwrap();
