@@ -15,6 +15,9 @@ use plumb_model::Result;
 use crate::error::{error, failed};
 use crate::launch::Launch;
 use crate::matmul::MATVEC_Q8_MAX_ROWS;
+use crate::pool::{Buffer, Pool};
+
+const OP: &str = "matmul";
 
 /// A value is an outlier when its magnitude exceeds this multiple of its row's mean magnitude:
 /// the cpu backend's `OUTLIER_FACTOR`, so that both backends split the same values off.
@@ -30,11 +33,11 @@ const VALUES_PER_BLOCK: usize = 256;
 pub(crate) struct QuantizedRows {
     stream: Arc<CudaStream>,
     /// n × k int8 values.
-    pub qs: CudaSlice<i8>,
+    pub qs: Buffer<i8>,
     /// Per block of 32 values: its scale and the sum of the values it stands for (f32 pairs).
-    pub ds: CudaSlice<f32>,
+    pub ds: Buffer<f32>,
     /// Per row: the count, then (column, value bits) pairs, `1 + 2 · cap` words.
-    pub outliers: CudaSlice<u32>,
+    pub outliers: Buffer<u32>,
     /// The most outliers a row can have.
     pub cap: i32,
     /// The values a row holds (the width of the rows they quantize).
@@ -55,19 +58,37 @@ impl QuantizedRows {
         (1..=MATVEC_Q8_MAX_ROWS).contains(&n) && k.is_multiple_of(32) && k <= i32::MAX as usize
     }
 
-    /// Buffers for n rows of k values (k a multiple of 32), for a kernel to fill.
-    pub fn new(stream: &Arc<CudaStream>, n: usize, k: usize) -> Result<QuantizedRows> {
-        const OP: &str = "matmul";
+    /// The lengths of n rows' values, block scales and outlier lists, and the outlier cap.
+    fn lens(n: usize, k: usize) -> ([usize; 3], usize) {
         let cap = Self::cap(k);
-        let (qs_len, ds_len, outliers_len) = (n * k, 2 * n * (k / 32), n * (1 + 2 * cap));
+        ([n * k, 2 * n * (k / 32), n * (1 + 2 * cap)], cap)
+    }
+
+    /// Buffers for n rows of k values (k a multiple of 32), for a kernel to fill, from `pool`
+    /// where the pass takes its buffers there.
+    pub fn new(pool: &Arc<Pool>, n: usize, k: usize) -> Result<QuantizedRows> {
+        let ([qs, ds, outliers], cap) = Self::lens(n, k);
+        // SAFETY (the three): the kernel that fills them writes every element that the
+        // products read.
+        Ok(QuantizedRows {
+            stream: Arc::clone(pool.stream()),
+            qs: unsafe { pool.take(OP, qs) }?,
+            ds: unsafe { pool.take(OP, ds) }?,
+            outliers: unsafe { pool.take(OP, outliers) }?,
+            cap: cap as i32,
+            k,
+        })
+    }
+
+    /// Buffers of their own (not the pool's), for a slot that keeps them from pass to pass.
+    fn owned(stream: &Arc<CudaStream>, n: usize, k: usize) -> Result<QuantizedRows> {
+        let ([qs, ds, outliers], cap) = Self::lens(n, k);
+        // SAFETY (the three): as in `new`.
         Ok(QuantizedRows {
             stream: Arc::clone(stream),
-            // SAFETY: the kernel that fills them writes every element that the products read.
-            qs: unsafe { stream.alloc::<i8>(qs_len.max(1)) }.map_err(failed(OP))?,
-            // SAFETY: as above.
-            ds: unsafe { stream.alloc::<f32>(ds_len.max(1)) }.map_err(failed(OP))?,
-            // SAFETY: as above.
-            outliers: unsafe { stream.alloc::<u32>(outliers_len.max(1)) }.map_err(failed(OP))?,
+            qs: Buffer::own(unsafe { stream.alloc(qs.max(1)) }.map_err(failed(OP))?),
+            ds: Buffer::own(unsafe { stream.alloc(ds.max(1)) }.map_err(failed(OP))?),
+            outliers: Buffer::own(unsafe { stream.alloc(outliers.max(1)) }.map_err(failed(OP))?),
             cap: cap as i32,
             k,
         })
@@ -88,9 +109,9 @@ impl QuantizedRows {
     pub fn push_args<'a>(&'a mut self, launch: &mut Launch<'a>) {
         launch
             .arg(&OUTLIER_FACTOR)
-            .arg(&mut self.qs)
-            .arg(&mut self.ds)
-            .arg(&mut self.outliers)
+            .arg(&mut *self.qs)
+            .arg(&mut *self.ds)
+            .arg(&mut *self.outliers)
             .arg(&self.cap);
     }
 
@@ -106,7 +127,6 @@ impl QuantizedRows {
         n: usize,
         k: usize,
     ) -> Result<&'a QuantizedRows> {
-        const OP: &str = "matmul";
         if !k.is_multiple_of(32) || k > i32::MAX as usize || x.len() < n * k {
             return Err(error(
                 OP,
@@ -122,7 +142,7 @@ impl QuantizedRows {
         });
         if !fits {
             *slot = None;
-            *slot = Some(QuantizedRows::new(stream, n, k)?);
+            *slot = Some(QuantizedRows::owned(stream, n, k)?);
         }
         let q = slot.as_mut().expect("allocated above");
         (q.cap, q.k) = (cap as i32, k);

@@ -13,6 +13,7 @@ use crate::error::{error, failed};
 use crate::kernels::Kernels;
 use crate::kv_storage::LayerStore;
 use crate::pass_inputs::LayerInputs;
+use crate::pool::Pool;
 use crate::tensor::CudaTensor;
 
 const OP: &str = "attention";
@@ -40,6 +41,7 @@ const BLOCKS_PER_SM: usize = 8;
 
 pub(crate) struct Attention<'a> {
     pub stream: &'a Arc<CudaStream>,
+    pub pool: &'a Arc<Pool>,
     pub kernels: &'a Kernels,
     /// Streaming multiprocessors: how many blocks keep the GPU busy.
     pub n_sm: usize,
@@ -167,7 +169,7 @@ impl Attention<'_> {
             ));
         }
         let n_tokens = q.n_tokens();
-        let mut out = CudaTensor::uninit(self.stream, OP, n_tokens, step.n_head * hd_v)?;
+        let mut out = CudaTensor::uninit(self.pool, OP, n_tokens, step.n_head * hd_v)?;
         if n_tokens == 0 {
             return Ok(out);
         }
@@ -277,7 +279,7 @@ impl Attention<'_> {
         };
         // SAFETY: with several splits every block writes its whole partial state before
         // the combine reads it; with one it is not read.
-        let mut partial = unsafe { self.stream.alloc::<f32>(partial_len) }.map_err(failed(OP))?;
+        let mut partial = unsafe { self.pool.take::<f32>(OP, partial_len) }?;
         let chunk = chunk as u32;
         let cfg = LaunchConfig {
             grid_dim: (n_splits as u32, ctx.grid_y as u32, args.n_tokens),
@@ -293,7 +295,7 @@ impl Attention<'_> {
             .arg(&ctx.inputs.table_starts)
             .arg(&ctx.inputs.tables)
             .arg(out.data_mut())
-            .arg(&mut partial)
+            .arg(&mut *partial)
             .arg(&args.n_head)
             .arg(&args.n_head_kv);
         for d in dims {
@@ -317,7 +319,7 @@ impl Attention<'_> {
             };
             let mut launch = self.stream.launch_builder(&self.kernels.attention_combine);
             launch
-                .arg(&partial)
+                .arg(&*partial)
                 .arg(out.data_mut())
                 .arg(&args.n_head)
                 .arg(&hd_v)

@@ -5,9 +5,11 @@
 //!
 //! A pass's [`Layout`] fixes every launch's shape and every input's place; the KV cache and
 //! the matrix kernels' scratch buffers fix the rest of the addresses the kernels were
-//! recorded with. Memory the recorded ops allocate and free is the graph's own, at the same
-//! addresses on every replay; the logits are the one allocation it leaves to the caller,
-//! who frees it before the next replay, as it frees an unrecorded pass's.
+//! recorded with. The recorded ops take their activations from the pool's buffers for
+//! recordings (see `pool`), at the same addresses on every replay; the logits' buffer is the
+//! recording's own, which the caller gives back (drops) before the next replay, as it frees an
+//! unrecorded pass's logits. Where the pool had no buffer of a size, the recorded op
+//! allocates it in the graph, which then allocates it on every launch.
 //!
 //! Only passes of up to [`MAX_TOKENS`] tokens that all want logits (decode steps) are
 //! recorded, from the second pass of their layout on (the first also creates what ops make
@@ -23,11 +25,11 @@ use cudarc::driver::sys::{
 };
 use cudarc::driver::{CudaGraph, CudaSlice, CudaStream, DevicePtr};
 use plumb_model::{Activations, PassInputs, Result};
-use tracing::Level;
 
 use crate::error::{error, failed};
 use crate::kv_storage::CudaKvStorage;
 use crate::pass_inputs::{pack, CudaPass, Layout};
+use crate::pool::{Buffer, Mode, Parked, Pool};
 use crate::tensor::CudaTensor;
 
 /// Set to `0` to run every pass op by op.
@@ -59,6 +61,8 @@ struct State {
     /// The recording under way: its key and the scratch buffers it was started with.
     recording: Option<(Key, Scratch)>,
     replays: usize,
+    /// The shape of the last recording, where the driver said.
+    last_shape: Option<GraphShape>,
 }
 
 // SAFETY: a CudaGraph holds the driver's graph handles, which must not be used from two
@@ -73,13 +77,20 @@ struct LayoutBuffer {
 
 struct Recorded {
     graph: CudaGraph,
-    /// The logits' address (the graph allocates them at the same one on every launch), rows
-    /// and width.
-    logits: CUdeviceptr,
+    /// Where the graph writes the logits, and their rows and width.
+    logits: RecordedLogits,
     n_tokens: usize,
     width: usize,
     /// The matrix kernels' scratch buffers that the graph was recorded with.
     scratch: Scratch,
+}
+
+/// Where a recording's logits lie.
+enum RecordedLogits {
+    /// In the recording's own buffer from the pool.
+    Parked(Arc<Parked>),
+    /// At the address the graph allocates them at on every launch.
+    Allocated(CUdeviceptr),
 }
 
 impl Graphs {
@@ -103,13 +114,17 @@ impl Graphs {
 
     /// The pass of `inputs`: in its layout's graph buffer from the second pass of a
     /// recordable layout on, else in a buffer of its own.
+    /// The pass's activations come from the pool where it could be recorded (a decode step).
     pub fn begin_pass<'p>(
         &self,
         stream: &Arc<CudaStream>,
+        pool: &Pool,
         inputs: &'p PassInputs<'p>,
     ) -> Result<CudaPass<'p>> {
         let n = inputs.n_tokens();
-        if !self.enabled || n == 0 || n > MAX_TOKENS || inputs.output_rows.len() != n {
+        let decode_step = n > 0 && n <= MAX_TOKENS && inputs.output_rows.len() == n;
+        pool.set_mode(if decode_step { Mode::Shared } else { Mode::Off })?;
+        if !self.enabled || !decode_step {
             return CudaPass::new(stream, inputs);
         }
         let (host, layout) = pack(inputs, true)?;
@@ -117,8 +132,11 @@ impl Graphs {
         let entry = state.layouts.entry(layout.clone()).or_default();
         entry.seen += 1;
         if entry.seen < 2 {
+            // In the graph's layout, so that its ops take buffers of the sizes the recording
+            // will ask the pool for (the attention's partial results follow the padded
+            // context): it then finds them all there.
             drop(state);
-            return CudaPass::new(stream, inputs);
+            return CudaPass::uploaded(stream, inputs, &host, layout);
         }
         let buffer = match &mut entry.buffer {
             Some(buffer) => buffer,
@@ -130,7 +148,7 @@ impl Graphs {
         // The last pass has ended, so nothing else holds the buffer.
         let Some(device) = Arc::get_mut(buffer) else {
             drop(state);
-            return CudaPass::new(stream, inputs);
+            return CudaPass::uploaded(stream, inputs, &host, layout);
         };
         // Queued after the last replay, which reads the previous step's inputs.
         stream.memcpy_htod(&host, device).map_err(failed(OP))?;
@@ -142,15 +160,16 @@ impl Graphs {
         ))
     }
 
-    /// Launches the recording of `pass`'s layout over `kv`, if there is one: the logits.
+    /// Launches the recording of `pass`'s layout over `kv`, if there is one: the logits. Not
+    /// while a caller holds the logits of a launch (see `pool`): the pass then runs op by op.
     pub fn replay(
         &self,
-        stream: &Arc<CudaStream>,
+        pool: &Arc<Pool>,
         pass: &CudaPass<'_>,
         kv: &CudaKvStorage,
         scratch: Scratch,
     ) -> Result<Option<CudaTensor>> {
-        if !pass.in_graph_buffer {
+        if !pass.in_graph_buffer || pool.holds_logits() {
             return Ok(None);
         }
         let mut state = self.state()?;
@@ -163,12 +182,25 @@ impl Graphs {
             state.graphs.clear();
             return Ok(None);
         }
-        recorded.graph.launch().map_err(failed(OP))?;
-        // SAFETY: the graph allocates the logits at this address on every launch, and the
-        // tensor's drop frees them before the next launch, as the recorded pass's did.
         let len = recorded.n_tokens * recorded.width;
-        let data = unsafe { stream.upgrade_device_ptr::<f32>(recorded.logits, len) };
-        let logits = CudaTensor::from_slice(recorded.n_tokens, recorded.width, data);
+        let parked = match &recorded.logits {
+            RecordedLogits::Parked(parked) => match Buffer::parked_logits(pool, parked, len) {
+                Some(buffer) => Some(buffer),
+                None => return Ok(None),
+            },
+            RecordedLogits::Allocated(_) => None,
+        };
+        recorded.graph.launch().map_err(failed(OP))?;
+        let data = match (parked, &recorded.logits) {
+            (Some(buffer), _) => buffer,
+            // SAFETY: the graph allocates the logits at this address on every launch, and
+            // the tensor's drop frees them before the next launch, as the recorded pass's did.
+            (None, RecordedLogits::Allocated(ptr)) => unsafe {
+                Buffer::graph_logits(pool, *ptr, len)
+            },
+            (None, RecordedLogits::Parked(_)) => unreachable!("taken above"),
+        };
+        let logits = CudaTensor::from_buffer(recorded.n_tokens, recorded.width, data);
         state.replays += 1;
         Ok(Some(logits))
     }
@@ -177,14 +209,17 @@ impl Graphs {
     /// one).
     pub fn record(
         &self,
-        stream: &Arc<CudaStream>,
+        pool: &Pool,
         pass: &CudaPass<'_>,
         kv: &CudaKvStorage,
         scratch: Scratch,
     ) -> Result<bool> {
-        if !pass.in_graph_buffer {
+        // The recording is launched once it ends, which a held replay's logits forbid (see
+        // `replay`).
+        if !pass.in_graph_buffer || pool.holds_logits() {
             return Ok(false);
         }
+        let stream = pool.stream();
         let mut state = self.state()?;
         let key = (pass.layout.clone(), kv.id);
         if state.graphs.contains_key(&key) {
@@ -201,6 +236,7 @@ impl Graphs {
             return Ok(false);
         }
         state.recording = Some((key, scratch));
+        pool.set_mode(Mode::Recording)?;
         Ok(true)
     }
 
@@ -209,10 +245,12 @@ impl Graphs {
     /// op by op. Such a layout is not recorded again.
     pub fn finish(
         &self,
-        stream: &Arc<CudaStream>,
+        pool: &Pool,
         logits: Result<CudaTensor>,
         scratch: Scratch,
     ) -> Result<Option<CudaTensor>> {
+        let stream = pool.stream();
+        pool.set_mode(Mode::Shared)?;
         let mut state = self.state()?;
         let (key, scratch_before) = state
             .recording
@@ -237,9 +275,9 @@ impl Graphs {
                     ops_failed = logits.is_err(),
                     "a decode step could not be recorded as a CUDA graph; it runs op by op"
                 );
-                // The recorded allocation is no memory outside the graph: not to be freed.
+                // An allocation the graph made is no memory outside it: not to be freed.
                 if let Ok(logits) = logits {
-                    logits.into_data().leak();
+                    logits.into_buffer().forget_if_graph_allocated();
                 }
                 // Frees of recorded allocations after the recording broke left their errors.
                 let _ = stream.context().check_err();
@@ -248,34 +286,43 @@ impl Graphs {
             }
         };
         // How many kernels may start before the one before them ends (see `launch`).
-        if let Some(shape) = tracing::enabled!(Level::DEBUG)
-            .then(|| GraphShape::of(&graph))
-            .flatten()
-        {
+        state.last_shape = GraphShape::of(&graph);
+        if let Some(shape) = &state.last_shape {
             tracing::debug!(
                 nodes = shape.nodes,
                 kernels = shape.kernels,
+                memory = shape.memory,
                 edges = shape.edges,
                 programmatic = shape.programmatic,
                 "recorded a decode step"
             );
         }
+        let (n_tokens, width) = (logits.n_tokens(), logits.width());
         let ptr = logits.data().device_ptr(stream).0;
+        let (buffer, parked) = logits.into_buffer().into_logits();
         graph.launch().map_err(failed(OP))?;
         let recorded = Recorded {
             graph,
-            logits: ptr,
-            n_tokens: logits.n_tokens(),
-            width: logits.width(),
+            logits: match parked {
+                Some(parked) => RecordedLogits::Parked(parked),
+                None => RecordedLogits::Allocated(ptr),
+            },
+            n_tokens,
+            width,
             scratch,
         };
         state.graphs.insert(key, Some(recorded));
-        Ok(Some(logits))
+        Ok(Some(CudaTensor::from_buffer(n_tokens, width, buffer)))
     }
 
     /// Passes replayed so far.
     pub fn replays(&self) -> usize {
         self.state.lock().map_or(0, |s| s.replays)
+    }
+
+    /// The shape of the last recording.
+    pub fn last_shape(&self) -> Option<GraphShape> {
+        self.state.lock().ok()?.last_shape.clone()
     }
 }
 
@@ -283,16 +330,19 @@ impl Graphs {
 /// those are programmatic (a kernel that may start before the one before it has ended, see
 /// `launch`). Stream capture makes an edge programmatic only between two kernels: an
 /// allocation or a free between them orders the second after the whole first.
-pub(crate) struct GraphShape {
+#[derive(Clone, Debug)]
+pub struct GraphShape {
     pub nodes: usize,
     pub kernels: usize,
+    /// Allocations and frees the recorded ops made in the graph (see `pool`).
+    pub memory: usize,
     pub edges: usize,
     pub programmatic: usize,
 }
 
 impl GraphShape {
     /// `graph`'s shape, or `None` where the driver does not say.
-    pub fn of(graph: &CudaGraph) -> Option<GraphShape> {
+    fn of(graph: &CudaGraph) -> Option<GraphShape> {
         let g = graph.cu_graph();
         let mut n = 0usize;
         // SAFETY: with null arrays the driver only writes the count.
@@ -304,7 +354,7 @@ impl GraphShape {
         unsafe { sys::cuGraphGetNodes(g, nodes.as_mut_ptr(), &mut n) }
             .result()
             .ok()?;
-        let mut kernels = 0;
+        let (mut kernels, mut memory) = (0, 0);
         for &node in &nodes[..n] {
             let mut ty = CUgraphNodeType::CU_GRAPH_NODE_TYPE_EMPTY;
             // SAFETY: node is one of the graph's.
@@ -312,6 +362,11 @@ impl GraphShape {
                 .result()
                 .ok()?;
             kernels += usize::from(ty == CUgraphNodeType::CU_GRAPH_NODE_TYPE_KERNEL);
+            memory += usize::from(matches!(
+                ty,
+                CUgraphNodeType::CU_GRAPH_NODE_TYPE_MEM_ALLOC
+                    | CUgraphNodeType::CU_GRAPH_NODE_TYPE_MEM_FREE
+            ));
         }
         let mut e = 0usize;
         let null = std::ptr::null_mut();
@@ -345,6 +400,7 @@ impl GraphShape {
         Some(GraphShape {
             nodes: n,
             kernels,
+            memory,
             edges: e,
             programmatic: data[..e].iter().filter(|d| d.type_ == programmatic).count(),
         })

@@ -1,4 +1,4 @@
-//! Kernel launches with programmatic dependent launch (PDL), where `PLUMB_CUDA_PDL=1`: on
+//! Kernel launches with programmatic dependent launch (PDL), unless `PLUMB_CUDA_PDL=0`: on
 //! Hopper and later, a kernel launched with `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`
 //! may start while the kernel before it in the stream is still running, as soon as every
 //! block of that one has called `start_dependents()`; it then waits in `wait_for_producers()`
@@ -7,11 +7,12 @@
 //! whole launch each. Stream capture records the attribute as programmatic edges of the CUDA
 //! graph, but only between two kernels (see `graphs::GraphShape`).
 //!
-//! It is off by default: in a recorded 7B decode step only 145 of 501 kernels got a
-//! programmatic edge, most of the others following an allocation or a free of an activation,
-//! and alternated with main's build (H200, tg128) it gave TinyLlama Q4_K_M +2.5% and Llama-2
-//! 7B Q4_K_M −1.4% (docs/benchmarks.md, sixth CUDA round). Activations in buffers allocated before the
-//! recording would make the step's edges kernel to kernel.
+//! With the activations' allocations and frees in a recorded step, only 145 of a 7B step's
+//! 501 kernels got a programmatic edge, and PDL gave TinyLlama Q4_K_M +2.5% and Llama-2 7B
+//! Q4_K_M −1.4% (docs/benchmarks.md, sixth CUDA round). With the activations taken from the
+//! pool (`pool`), the step's edges are kernel to kernel, except those of the attention
+//! kernels, and the mat-vecs load their first weights before they wait: then it is on
+//! (docs/benchmarks.md, "CUDA backend: programmatic dependent launch with pooled activations").
 //!
 //! cudarc's launch builder cannot set launch attributes, hence this one. Every kernel it
 //! launches with PDL must wait before it reads what an earlier kernel wrote and before it
@@ -31,13 +32,14 @@ use cudarc::driver::{
     DriverError, LaunchConfig,
 };
 
-/// Set to `1` to launch the backend's kernels with programmatic dependent launch.
+/// Set to `0` to launch the backend's kernels one after another, without programmatic
+/// dependent launch.
 pub const PDL_ENV: &str = "PLUMB_CUDA_PDL";
 
-/// Whether kernels on a device of compute capability `major` are launched with PDL: where
-/// `PLUMB_CUDA_PDL=1`, from Hopper (9.0) on, which has it.
+/// Whether kernels on a device of compute capability `major` are launched with PDL: from
+/// Hopper (9.0) on, which has it, unless `PLUMB_CUDA_PDL=0`.
 pub(crate) fn pdl_from_env(major: i32) -> bool {
-    major >= 9 && std::env::var(PDL_ENV).is_ok_and(|v| v == "1")
+    major >= 9 && std::env::var(PDL_ENV).map_or(true, |v| v != "0")
 }
 
 /// One argument as the driver takes it: the address of its value.

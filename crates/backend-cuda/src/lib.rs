@@ -6,9 +6,10 @@
 //! Every op is queued on one stream. A pass's bookkeeping (tokens, positions, KV slots, block
 //! tables, output rows) goes to the device in one copy at [`Backend::begin_pass`]; only
 //! [`Backend::to_host`] and [`Backend::top_k`] wait for the device. Decode steps are
-//! recorded as CUDA graphs and replayed (see `graphs`); on Hopper and later, with
-//! `PLUMB_CUDA_PDL=1`, each kernel may start before the one before it has ended
-//! (programmatic dependent launch, see `launch`).
+//! recorded as CUDA graphs and replayed (see `graphs`), their activations in buffers reused
+//! from step to step (see `pool`); on Hopper and later, unless `PLUMB_CUDA_PDL=0`, each
+//! kernel may start before the one before it has ended (programmatic dependent launch, see
+//! `launch`).
 //!
 //! It differs from the f32 reference by the f16 rounding of keys and values and by the
 //! matrix kernels' own roundings, which `plumb verify --backend cuda` bounds layer by layer.
@@ -24,6 +25,7 @@ mod matmul;
 mod nvrtc;
 mod ops;
 mod pass_inputs;
+mod pool;
 mod rope_table;
 mod tensor;
 mod weight;
@@ -38,7 +40,7 @@ use plumb_model::{
     PassInputs, Projection, Result, Rope, WeightTensor, WeightUse,
 };
 
-pub use graphs::GRAPHS_ENV;
+pub use graphs::{GraphShape, GRAPHS_ENV};
 pub use kv_storage::CudaKvStorage;
 pub use launch::PDL_ENV;
 pub use nvrtc::KERNELS_ENV;
@@ -52,6 +54,7 @@ use graphs::Graphs;
 use kernels::Kernels;
 use matmul::Matmul;
 use ops::Ops;
+use pool::Pool;
 use rope_table::RopeTables;
 use weight::{DeviceWeight, WeightKind};
 
@@ -63,6 +66,8 @@ const MAX_DEVICE_TOP_K: usize = 64;
 /// The CUDA backend, on one device.
 pub struct CudaBackend {
     stream: Arc<CudaStream>,
+    /// The activations' buffers (see `pool`).
+    pool: Arc<Pool>,
     kernels: Kernels,
     matmul: Matmul,
     rope_tables: RopeTables,
@@ -120,6 +125,7 @@ impl CudaBackend {
             has_pdl: major >= 9,
             n_sm: usize::try_from(n_sm).unwrap_or(1).max(1),
             device_name,
+            pool: Pool::new(&stream),
             stream,
             norms_q8: AtomicBool::new(false),
         })
@@ -133,7 +139,7 @@ impl CudaBackend {
     }
 
     /// This backend with its kernels launched with programmatic dependent launch or not, where
-    /// the device has it (the default is off, unless `PLUMB_CUDA_PDL=1`).
+    /// the device has it (the default is on, unless `PLUMB_CUDA_PDL=0`).
     pub fn with_pdl(mut self, enabled: bool) -> CudaBackend {
         let pdl = enabled && self.has_pdl;
         self.kernels.pdl = pdl;
@@ -151,6 +157,11 @@ impl CudaBackend {
         self.graphs.replays()
     }
 
+    /// The shape of the last decode step recorded as a CUDA graph, where the driver says it.
+    pub fn last_recording(&self) -> Option<GraphShape> {
+        self.graphs.last_shape()
+    }
+
     /// The device's name, as the driver gives it ("NVIDIA H200").
     pub fn device_name(&self) -> &str {
         &self.device_name
@@ -159,6 +170,7 @@ impl CudaBackend {
     fn ops(&self) -> Ops<'_> {
         Ops {
             stream: &self.stream,
+            pool: &self.pool,
             kernels: &self.kernels,
         }
     }
@@ -177,7 +189,7 @@ impl CudaBackend {
             let w = matrix(OP, weight)?;
             CHECK.width(OP, x, w.k, &weight.name)?;
             ws.push(w);
-            outs.push(CudaTensor::uninit(&self.stream, OP, x.n_tokens(), w.m)?);
+            outs.push(CudaTensor::uninit(&self.pool, OP, x.n_tokens(), w.m)?);
         }
         if x.n_tokens() > 0 {
             let mut products: Vec<_> = ws
@@ -195,6 +207,7 @@ impl CudaBackend {
     fn attention_kernels(&self) -> Attention<'_> {
         Attention {
             stream: &self.stream,
+            pool: &self.pool,
             kernels: &self.kernels,
             n_sm: self.n_sm,
         }
@@ -304,17 +317,17 @@ impl Backend for CudaBackend {
     }
 
     fn begin_pass<'p>(&self, inputs: &'p PassInputs<'p>) -> Result<CudaPass<'p>> {
-        self.graphs.begin_pass(&self.stream, inputs)
+        self.graphs.begin_pass(&self.stream, &self.pool, inputs)
     }
 
     fn replay_pass(&self, pass: &CudaPass<'_>, kv: &CudaKvStorage) -> Result<Option<CudaTensor>> {
         let scratch = self.matmul.scratch(&self.stream);
-        self.graphs.replay(&self.stream, pass, kv, scratch)
+        self.graphs.replay(&self.pool, pass, kv, scratch)
     }
 
     fn record_pass(&self, pass: &CudaPass<'_>, kv: &CudaKvStorage) -> Result<bool> {
         let scratch = self.matmul.scratch(&self.stream);
-        self.graphs.record(&self.stream, pass, kv, scratch)
+        self.graphs.record(&self.pool, pass, kv, scratch)
     }
 
     fn finish_recording(
@@ -323,12 +336,12 @@ impl Backend for CudaBackend {
         logits: Result<CudaTensor>,
     ) -> Result<Option<CudaTensor>> {
         let scratch = self.matmul.scratch(&self.stream);
-        self.graphs.finish(&self.stream, logits, scratch)
+        self.graphs.finish(&self.pool, logits, scratch)
     }
 
     fn upload(&self, n_tokens: usize, width: usize, values: Vec<f32>) -> Result<CudaTensor> {
         CHECK.host_values(n_tokens, width, &values)?;
-        CudaTensor::from_host(&self.stream, n_tokens, width, &values)
+        CudaTensor::from_host(&self.pool, n_tokens, width, &values)
     }
 
     fn to_host(&self, x: &CudaTensor) -> Result<Vec<f32>> {
@@ -339,7 +352,7 @@ impl Backend for CudaBackend {
         const OP: &str = "embed";
         let w = matrix(OP, table)?;
         CHECK.embed_ids(&table.name, w.m, pass.inputs.tokens)?;
-        let mut out = CudaTensor::uninit(&self.stream, OP, pass.n_tokens(), w.k)?;
+        let mut out = CudaTensor::uninit(&self.pool, OP, pass.n_tokens(), w.k)?;
         if pass.n_tokens() > 0 {
             self.matmul
                 .get_rows(&self.stream, w, &pass.tokens(), out.data_mut())?;

@@ -8,10 +8,12 @@ use plumb_model::{Activation, Activations, Result, Rope, RopeStyle};
 use crate::activations_q8::QuantizedRows;
 use crate::error::failed;
 use crate::kernels::{grid_stride, Kernels};
+use crate::pool::Pool;
 use crate::tensor::CudaTensor;
 
 pub(crate) struct Ops<'a> {
     pub stream: &'a Arc<CudaStream>,
+    pub pool: &'a Arc<Pool>,
     pub kernels: &'a Kernels,
 }
 
@@ -30,8 +32,8 @@ impl Ops<'_> {
         let group = weight.len();
         let (n, k) = (x.n_tokens(), x.width());
         if q8 && group == k && QuantizedRows::fit(n, k) {
-            let mut out = CudaTensor::uninit(self.stream, OP, n, k)?;
-            let mut q = QuantizedRows::new(self.stream, n, k)?;
+            let mut out = CudaTensor::uninit(self.pool, OP, n, k)?;
+            let mut q = QuantizedRows::new(self.pool, n, k)?;
             let ki = k as i32;
             let mut launch = self.kernels.launch(self.stream, &self.kernels.rms_norm_q8);
             launch
@@ -45,7 +47,7 @@ impl Ops<'_> {
             unsafe { launch.run(QuantizedRows::grid(n, k)) }.map_err(failed(OP))?;
             return Ok(out.with_q8(q));
         }
-        let out = CudaTensor::uninit(self.stream, OP, x.n_tokens(), x.width())?;
+        let out = CudaTensor::uninit(self.pool, OP, x.n_tokens(), x.width())?;
         let n_groups = x.len() / group;
         if n_groups == 0 {
             return Ok(out);
@@ -72,7 +74,7 @@ impl Ops<'_> {
 
     pub fn add(&self, a: &CudaTensor, b: &CudaTensor) -> Result<CudaTensor> {
         const OP: &str = "add";
-        let mut out = CudaTensor::uninit(self.stream, OP, a.n_tokens(), a.width())?;
+        let mut out = CudaTensor::uninit(self.pool, OP, a.n_tokens(), a.width())?;
         let n = a.len() as u64;
         if n > 0 {
             let mut launch = self.kernels.launch(self.stream, &self.kernels.add);
@@ -116,7 +118,7 @@ impl Ops<'_> {
         act: Activation,
     ) -> Result<CudaTensor> {
         const OP: &str = "gated_activation";
-        let mut out = CudaTensor::uninit(self.stream, OP, gate.n_tokens(), gate.width())?;
+        let mut out = CudaTensor::uninit(self.pool, OP, gate.n_tokens(), gate.width())?;
         let n = gate.len() as u64;
         if n > 0 {
             let kernel = match act {
@@ -174,7 +176,7 @@ impl Ops<'_> {
         n_rows: usize,
     ) -> Result<CudaTensor> {
         const OP: &str = "output_rows";
-        let mut out = CudaTensor::uninit(self.stream, OP, n_rows, x.width())?;
+        let mut out = CudaTensor::uninit(self.pool, OP, n_rows, x.width())?;
         let (n, width) = (out.len() as u64, x.width() as u32);
         if n > 0 {
             let mut launch = self.kernels.launch(self.stream, &self.kernels.select_rows);
@@ -201,12 +203,12 @@ impl Ops<'_> {
         q8: bool,
     ) -> Result<(CudaTensor, CudaTensor)> {
         const OP: &str = "add_rms_norm";
-        let mut sum = CudaTensor::uninit(self.stream, OP, a.n_tokens(), a.width())?;
-        let mut out = CudaTensor::uninit(self.stream, OP, a.n_tokens(), a.width())?;
+        let mut sum = CudaTensor::uninit(self.pool, OP, a.n_tokens(), a.width())?;
+        let mut out = CudaTensor::uninit(self.pool, OP, a.n_tokens(), a.width())?;
         let group = weight.len();
         let (n, k) = (a.n_tokens(), a.width());
         if q8 && group == k && QuantizedRows::fit(n, k) {
-            let mut q = QuantizedRows::new(self.stream, n, k)?;
+            let mut q = QuantizedRows::new(self.pool, n, k)?;
             let ki = k as i32;
             let mut launch = self
                 .kernels
@@ -260,7 +262,7 @@ impl Ops<'_> {
         q8: bool,
     ) -> Result<CudaTensor> {
         const OP: &str = "gated_ffn";
-        let mut out = CudaTensor::uninit(self.stream, OP, gate.n_tokens(), gate.width())?;
+        let mut out = CudaTensor::uninit(self.pool, OP, gate.n_tokens(), gate.width())?;
         let n = gate.len() as u64;
         if n > 0 {
             let width = gate.width() as u32;
@@ -276,7 +278,7 @@ impl Ops<'_> {
             let (ub, has_ub) = (up_bias.unwrap_or(up.data()), i32::from(up_bias.is_some()));
             let (rows, k) = (gate.n_tokens(), gate.width());
             let mut q = match q8 && QuantizedRows::fit(rows, k) {
-                true => Some(QuantizedRows::new(self.stream, rows, k)?),
+                true => Some(QuantizedRows::new(self.pool, rows, k)?),
                 false => None,
             };
             let kernel = match q {

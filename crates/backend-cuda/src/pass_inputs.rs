@@ -176,7 +176,18 @@ impl<'p> CudaPass<'p> {
     /// A pass run op by op, its inputs in a buffer of its own.
     pub(crate) fn new(stream: &Arc<CudaStream>, inputs: &'p PassInputs<'p>) -> Result<Self> {
         let (host, layout) = pack(inputs, false)?;
-        let buffer = stream.clone_htod(&host).map_err(failed(OP))?;
+        Self::uploaded(stream, inputs, &host, layout)
+    }
+
+    /// A pass run op by op, its inputs (`host`, laid out as `layout`) copied into a buffer of
+    /// its own.
+    pub(crate) fn uploaded(
+        stream: &Arc<CudaStream>,
+        inputs: &'p PassInputs<'p>,
+        host: &[u32],
+        layout: Layout,
+    ) -> Result<Self> {
+        let buffer = stream.clone_htod(host).map_err(failed(OP))?;
         Ok(CudaPass {
             inputs,
             buffer: Arc::new(buffer),

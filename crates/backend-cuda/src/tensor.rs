@@ -6,14 +6,15 @@ use std::sync::Arc;
 
 use crate::activations_q8::QuantizedRows;
 use crate::error::failed;
+use crate::pool::{Buffer, Pool};
 
 /// Row-major f32 activations in device memory: `n_tokens` rows of `width` values.
 pub struct CudaTensor {
     n_tokens: usize,
     width: usize,
     /// At least `n_tokens × width` values (one for an empty tensor: the driver allocates no
-    /// zero-sized buffers).
-    data: CudaSlice<f32>,
+    /// zero-sized buffers), from the backend's pool where the pass takes its buffers there.
+    data: Buffer<f32>,
     /// The rows quantized to 8 bits by the kernel that wrote them (a decode step's norm or
     /// gated activation), for the products that read them, which then need not quantize them
     /// again. Only `data_mut` reaches the values, and it drops them: they cannot go stale.
@@ -23,13 +24,13 @@ pub struct CudaTensor {
 impl CudaTensor {
     /// An uninitialized tensor, for a kernel to fill.
     pub(crate) fn uninit(
-        stream: &Arc<CudaStream>,
+        pool: &Arc<Pool>,
         op: &'static str,
         n_tokens: usize,
         width: usize,
     ) -> Result<CudaTensor> {
         // SAFETY: every op that makes a tensor writes all of its elements before it is read.
-        let data = unsafe { stream.alloc::<f32>((n_tokens * width).max(1)) }.map_err(failed(op))?;
+        let data = unsafe { pool.take::<f32>(op, n_tokens * width) }?;
         Ok(CudaTensor {
             n_tokens,
             width,
@@ -39,7 +40,7 @@ impl CudaTensor {
     }
 
     /// `n_tokens × width` values in `data`.
-    pub(crate) fn from_slice(n_tokens: usize, width: usize, data: CudaSlice<f32>) -> CudaTensor {
+    pub(crate) fn from_buffer(n_tokens: usize, width: usize, data: Buffer<f32>) -> CudaTensor {
         CudaTensor {
             n_tokens,
             width,
@@ -72,13 +73,13 @@ impl CudaTensor {
     }
 
     /// The device buffer.
-    pub(crate) fn into_data(self) -> CudaSlice<f32> {
+    pub(crate) fn into_buffer(self) -> Buffer<f32> {
         self.data
     }
 
     /// Uploads `n_tokens × width` values from the host.
     pub(crate) fn from_host(
-        stream: &Arc<CudaStream>,
+        pool: &Arc<Pool>,
         n_tokens: usize,
         width: usize,
         values: &[f32],
@@ -93,10 +94,10 @@ impl CudaTensor {
                 ),
             ));
         }
-        let mut t = CudaTensor::uninit(stream, OP, n_tokens, width)?;
+        let mut t = CudaTensor::uninit(pool, OP, n_tokens, width)?;
         if !values.is_empty() {
-            stream
-                .memcpy_htod(values, &mut t.data)
+            pool.stream()
+                .memcpy_htod(values, &mut *t.data)
                 .map_err(failed(OP))?;
         }
         Ok(t)

@@ -416,3 +416,43 @@ fn kernels_that_start_early_compute_what_kernels_in_turn_do() {
         }
     }
 }
+
+/// A recorded decode step takes its activations from buffers allocated before the recording
+/// (the backend's pool), so that its graph holds no allocations or frees; with programmatic
+/// dependent launch, each kernel of the step may then start before the one before it has
+/// ended, except the attention kernels, which are launched without it. With the activations
+/// allocated op by op, a 22-layer step held 1,025 allocations and frees, and 32 of its 1,281
+/// edges were programmatic.
+#[test]
+fn recorded_decode_steps_are_kernels_after_kernels() {
+    if !require_cuda!().with_pdl(true).pdl() {
+        plumb_testutil::skip(
+            module_path!(),
+            "this GPU has no programmatic dependent launch (Hopper and later)",
+        );
+        return;
+    }
+    for arch in ARCHS {
+        let backend = CudaBackend::new(0)
+            .unwrap()
+            .with_pdl(true)
+            .with_graphs(true);
+        let model = Model::from_file(whole_blocks(arch, GgmlType::Q4_K), backend).unwrap();
+        let mut cache = model.new_kv_cache(KvConfig::new(64, 1, 16)).unwrap();
+        let prompt = tokens(1, 5);
+        model.eval(&mut cache, 0, &prompt, LogitsFor::Last).unwrap();
+        // The first step of the layout runs op by op, the second is recorded.
+        for step in 0..3 {
+            let mut batch = Batch::new();
+            batch.push(step as u32, 0, prompt.len() + step, true);
+            model.forward(&batch, &mut cache).unwrap();
+        }
+        let shape = model
+            .backend()
+            .last_recording()
+            .expect("a decode step was recorded");
+        assert_eq!(shape.memory, 0, "{arch}: {shape:?}");
+        assert!(2 * shape.programmatic > shape.edges, "{arch}: {shape:?}");
+        assert_eq!(model.backend().graph_replays(), 1, "{arch}");
+    }
+}

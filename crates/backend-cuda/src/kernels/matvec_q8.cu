@@ -409,6 +409,17 @@ struct Products {
     int first_block[MAX_PRODUCTS];
 };
 
+// Chunks c, c + 32, ... (AHEAD of them, those below `chunks`) of each of the R rows.
+template <class T, int R, int AHEAD>
+__device__ __forceinline__ void load_chunks(typename T::Raw (&raw)[AHEAD][R],
+                                            const u8* const (&rows)[R], int c, int chunks) {
+#pragma unroll
+    for (int u = 0; u < AHEAD; u++)
+        if (c + 32 * u < chunks)
+#pragma unroll
+            for (int r = 0; r < R; r++) raw[u][r] = T::load(rows[r], c + 32 * u);
+}
+
 // R weight rows per warp times N activation rows: those of group `group` (rows N · group on).
 // AHEAD chunks per lane are loaded before their use.
 template <class T, int N, int R, int AHEAD>
@@ -426,26 +437,29 @@ __device__ __forceinline__ void matvec_q8(const Products& ps,
     const int m = p == 2 ? ps.m[2] : p == 1 ? ps.m[1] : ps.m[0];
     const int first = p == 2 ? ps.first_block[2] : p == 1 ? ps.first_block[1] : 0;
     start_dependents();
-    wait_for_producers();
     const int lane = threadIdx.x & 31;
     const int row0 = ((b - first) * WARPS + (threadIdx.x >> 5)) * R;
+    const u8* rows[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) rows[r] = w + (long long)max(min(row0 + r, m - 1), 0) * row_bytes;
+    const int chunks = k / T::CH;
+    // A lane's first chunks are loaded before the wait: no kernel writes the weights, so with
+    // programmatic dependent launch these loads overlap the kernel before this one.
+    typename T::Raw lead[AHEAD][R];
+    if (row0 < m) load_chunks<T, R, AHEAD>(lead, rows, lane, chunks);
+    wait_for_producers();
     if (row0 >= m) return;
     xq += (long long)group * N * k;
     xd += (long long)group * N * (k / 32);
     outliers += (long long)group * N * (1 + 2 * cap);
     y += (long long)group * N * m;
-    const u8* rows[R];
-#pragma unroll
-    for (int r = 0; r < R; r++) rows[r] = w + (long long)min(row0 + r, m - 1) * row_bytes;
-    const int chunks = k / T::CH;
     float acc[R][N] = {};
-    for (int c = lane; c < chunks; c += 32 * AHEAD) {
+#pragma unroll
+    for (int u = 0; u < AHEAD; u++)
+        if (lane + 32 * u < chunks) T::template dot<N, R>(lead[u], xq, xd, k, lane + 32 * u, acc);
+    for (int c = lane + 32 * AHEAD; c < chunks; c += 32 * AHEAD) {
         typename T::Raw raw[AHEAD][R];
-#pragma unroll
-        for (int u = 0; u < AHEAD; u++)
-            if (c + 32 * u < chunks)
-#pragma unroll
-                for (int r = 0; r < R; r++) raw[u][r] = T::load(rows[r], c + 32 * u);
+        load_chunks<T, R, AHEAD>(raw, rows, c, chunks);
 #pragma unroll
         for (int u = 0; u < AHEAD; u++)
             if (c + 32 * u < chunks) T::template dot<N, R>(raw[u], xq, xd, k, c + 32 * u, acc);
