@@ -339,8 +339,9 @@ impl Attention<'_> {
     /// multiprocessor), fewer where that would make splits of fewer than `CHUNK_QUANTUM`
     /// positions, each a multiple of it. Decoding is bound by how many key and value rows
     /// are in flight: fewer blocks leave multiprocessors idle, more queue behind the first
-    /// wave (68 splits of a 4096-position TinyLlama step, 272 blocks of 2 a multiprocessor,
-    /// ran as two), and every split is one more state for `attention_combine` to read.
+    /// wave (a 4096-position TinyLlama step in graphs was cut into 68 splits, 272 blocks where
+    /// 264 fit at once; now 34), and every split is one more state for `attention_combine`
+    /// to read.
     fn splits(&self, pairs: usize, max_visible: usize, blocks_per_sm: usize) -> (usize, usize) {
         split_count(blocks_per_sm * self.n_sm, pairs, max_visible)
     }
