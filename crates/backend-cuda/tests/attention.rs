@@ -1,7 +1,7 @@
 //! Attention over the f16 paged cache against the reference's f32 one: several sequences in
 //! one batch, their blocks scattered over the pool, grouped-query heads, a sliding-window
-//! layer, prompts, decoding (which splits long contexts across blocks) and forks' block
-//! copies. Heads of 32 dimensions take the general kernel; of 64 and 128 the tensor-core
+//! layer, prompts, decoding (which splits contexts of up to 4500 positions here across
+//! blocks) and forks' block copies. Heads of 32 dimensions take the general kernel; of 64 and 128 the tensor-core
 //! kernel for prompts and the flash-decoding one for decoding, which also takes 256.
 
 mod common;
