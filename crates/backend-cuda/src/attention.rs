@@ -6,11 +6,11 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, CudaView, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, LaunchConfig, PushKernelArg};
 use plumb_model::{Activations, AttentionStep, Result, Rope, RopeStyle, TokenPos};
 
 use crate::error::{error, failed};
-use crate::kernels::Kernels;
+use crate::kernels::{Kernels, SplitKernel};
 use crate::kv_storage::LayerStore;
 use crate::pass_inputs::LayerInputs;
 use crate::pool::Pool;
@@ -19,6 +19,11 @@ use crate::tensor::CudaTensor;
 const OP: &str = "attention";
 /// Must match `kernels/attention.cu` and `kernels/attention_decode.cu` (DECODE_WARPS).
 const WARPS: u32 = 4;
+/// The threads of a block of the kernels that split the positions.
+pub(crate) const SPLIT_THREADS: u32 = WARPS * 32;
+/// Must match `kernels/attention.cu` (COMBINE_THREADS, MAX_SPLITS).
+const COMBINE_THREADS: u32 = 256;
+const MAX_SPLITS: usize = 1024;
 /// Must match `kernels/attention_prefill.cu`.
 const PREFILL_WARPS: u32 = 4;
 const PREFILL_ROWS: u32 = PREFILL_WARPS * 16;
@@ -31,13 +36,10 @@ pub(crate) const DECODE_HEADS: [usize; 4] = [1, 2, 4, 8];
 /// Tokens per run of one sequence from which a pass goes to the tensor-core kernel.
 const PROMPT_RUN: usize = 16;
 const MAX_HEAD_DIM: usize = 256;
-/// The fewest positions worth a split of their own: below this, merging costs more than the
-/// parallelism gains.
-const MIN_CHUNK: usize = 64;
-/// Blocks per multiprocessor that splitting a long context aims for: decoding is bound by
-/// how many key and value rows are in flight, and at 2 a 4096-position 7B step read its
-/// cache at a tenth of the bandwidth.
-const BLOCKS_PER_SM: usize = 8;
+/// A split's positions are a multiple of this: fewer are not worth a split of their own
+/// (merging costs more than the parallelism gains), and the flash-decoding kernel stages 64,
+/// 32 or 16 positions at a time, so that no stage is cut short but the last.
+const CHUNK_QUANTUM: usize = 64;
 
 pub(crate) struct Attention<'a> {
     pub stream: &'a Arc<CudaStream>,
@@ -263,7 +265,7 @@ impl Attention<'_> {
     fn split(
         &self,
         q: &CudaTensor,
-        kernel: &CudaFunction,
+        kernel: &SplitKernel,
         ctx: &Split<'_>,
         dims: &[u32],
         out: &mut CudaTensor,
@@ -271,7 +273,11 @@ impl Attention<'_> {
         let args = ctx.args;
         let n_tokens = args.n_tokens as usize;
         let hd_v = ctx.hd_v;
-        let (n_splits, chunk) = self.splits(n_tokens * ctx.grid_y, ctx.inputs.max_visible);
+        let (n_splits, chunk) = self.splits(
+            n_tokens * ctx.grid_y,
+            ctx.inputs.max_visible,
+            kernel.blocks_per_sm,
+        );
         let partial_len = if n_splits > 1 {
             n_tokens * args.n_head as usize * n_splits * (hd_v + 2)
         } else {
@@ -283,10 +289,10 @@ impl Attention<'_> {
         let chunk = chunk as u32;
         let cfg = LaunchConfig {
             grid_dim: (n_splits as u32, ctx.grid_y as u32, args.n_tokens),
-            block_dim: (WARPS * 32, 1, 1),
+            block_dim: (SPLIT_THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
-        let mut launch = self.stream.launch_builder(kernel);
+        let mut launch = self.stream.launch_builder(&kernel.function);
         launch
             .arg(q.data())
             .arg(&ctx.layer.k)
@@ -314,7 +320,7 @@ impl Attention<'_> {
             let (n_splits, hd_v) = (n_splits as u32, hd_v as u32);
             let cfg = LaunchConfig {
                 grid_dim: (args.n_head, args.n_tokens, 1),
-                block_dim: (hd_v.next_multiple_of(32).min(256), 1, 1),
+                block_dim: (COMBINE_THREADS, 1, 1),
                 shared_mem_bytes: 0,
             };
             let mut launch = self.stream.launch_builder(&self.kernels.attention_combine);
@@ -330,15 +336,25 @@ impl Attention<'_> {
         Ok(())
     }
 
-    /// How many splits of how many positions each: one split when the blocks of one split
-    /// alone give every multiprocessor `BLOCKS_PER_SM` of them, else enough to, each at least
-    /// `MIN_CHUNK` positions.
-    fn splits(&self, pairs: usize, max_visible: usize) -> (usize, usize) {
-        let wanted = (BLOCKS_PER_SM * self.n_sm).div_ceil(pairs.max(1));
-        let n_splits = wanted.min(max_visible.div_ceil(MIN_CHUNK)).max(1);
-        let chunk = max_visible.div_ceil(n_splits).max(1);
-        (max_visible.div_ceil(chunk).max(1), chunk)
+    /// How many splits of how many positions each, for `pairs` blocks per split: as many
+    /// splits as the GPU holds blocks of the kernel at once (`blocks_per_sm` on each
+    /// multiprocessor), fewer where that would make splits of fewer than `CHUNK_QUANTUM`
+    /// positions, each a multiple of it. Decoding is bound by how many key and value rows
+    /// are in flight: fewer blocks leave multiprocessors idle, more queue behind the first
+    /// wave (a 4096-position TinyLlama step in graphs was cut into 68 splits, 272 blocks where
+    /// 264 fit at once; now 34), and every split is one more state for `attention_combine`
+    /// to read.
+    fn splits(&self, pairs: usize, max_visible: usize, blocks_per_sm: usize) -> (usize, usize) {
+        split_count(blocks_per_sm * self.n_sm, pairs, max_visible)
     }
+}
+
+/// `splits` for a GPU that holds `resident` blocks of the kernel at once.
+fn split_count(resident: usize, pairs: usize, max_visible: usize) -> (usize, usize) {
+    let visible = max_visible.max(1);
+    let most = (resident / pairs.max(1)).clamp(1, MAX_SPLITS);
+    let chunk = visible.div_ceil(most).next_multiple_of(CHUNK_QUANTUM);
+    (visible.div_ceil(chunk), chunk)
 }
 
 /// What every attention kernel takes besides its buffers.
@@ -433,5 +449,27 @@ mod tests {
         assert_eq!(path(256, 256, 4, &prompt), Path::Decode { hd: 2, heads: 2 });
         assert_eq!(path(96, 96, 1, &prompt), Path::General);
         assert_eq!(path(128, 64, 1, &decode), Path::General);
+    }
+
+    #[test]
+    fn splits_fill_one_wave_of_blocks_in_whole_quanta() {
+        // A 4096-position TinyLlama step on an H200 (132 multiprocessors): 4 KV heads of 8
+        // query heads, 2 blocks a multiprocessor; the graph rounds the context to 4352.
+        assert_eq!(split_count(2 * 132, 4, 4352), (34, 128));
+        // Llama-2 7B: 32 heads, 6 blocks a multiprocessor.
+        assert_eq!(split_count(6 * 132, 32, 4352), (23, 192));
+        // A batch that fills the GPU alone, a short context, nothing visible.
+        assert_eq!(split_count(264, 300, 4352), (1, 4352));
+        assert_eq!(split_count(264, 4, 100), (2, 64));
+        assert_eq!(split_count(264, 4, 0), (1, 64));
+        for (resident, pairs, visible) in [(264, 1, 1 << 20), (10_000, 3, 77_777), (7, 9, 5)] {
+            let (n, chunk) = split_count(resident, pairs, visible);
+            assert!(n * chunk >= visible && (n - 1) * chunk < visible.max(1));
+            assert!(
+                n <= (resident / pairs).clamp(1, MAX_SPLITS),
+                "{resident} {pairs} {visible}"
+            );
+            assert_eq!(chunk % CHUNK_QUANTUM, 0);
+        }
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, LaunchConfig};
 use plumb_model::Result;
 
-use crate::attention::{DECODE_HEADS, DECODE_HEAD_DIMS, PREFILL_HEAD_DIMS};
+use crate::attention::{DECODE_HEADS, DECODE_HEAD_DIMS, PREFILL_HEAD_DIMS, SPLIT_THREADS};
 use crate::error::failed;
 use crate::launch::Launch;
 use crate::nvrtc::load_module;
@@ -15,6 +15,13 @@ const F16: &str = include_str!("kernels/f16.cuh");
 const PAGED: &str = concat!(
     include_str!("kernels/f16.cuh"),
     include_str!("kernels/paged.cuh")
+);
+/// `PAGED` and the asynchronous copies into shared memory: the kernels that stage key and
+/// value rows in shared memory.
+const PAGED_STAGED: &str = concat!(
+    include_str!("kernels/f16.cuh"),
+    include_str!("kernels/paged.cuh"),
+    include_str!("kernels/copy_async.cuh")
 );
 /// The 8-bit activation quantizer's steps and the norms built on them: the kernels that
 /// quantize the rows they write.
@@ -33,7 +40,7 @@ pub(crate) const PDL: &str = include_str!("kernels/pdl.cuh");
 
 /// Each kernel source file, by the name its module and cache entries get, after the PDL
 /// calls and the headers it includes (the f16 helpers, the paged cache's positions, the
-/// tensor-core fragments).
+/// asynchronous copies, the tensor-core fragments).
 pub(crate) fn sources() -> [(&'static str, String); 9] {
     [
         ("elementwise", "", include_str!("kernels/elementwise.cu")),
@@ -43,7 +50,7 @@ pub(crate) fn sources() -> [(&'static str, String); 9] {
         ("attention", PAGED, include_str!("kernels/attention.cu")),
         (
             "attention_decode",
-            PAGED,
+            PAGED_STAGED,
             include_str!("kernels/attention_decode.cu"),
         ),
         (
@@ -51,6 +58,7 @@ pub(crate) fn sources() -> [(&'static str, String); 9] {
             concat!(
                 include_str!("kernels/f16.cuh"),
                 include_str!("kernels/paged.cuh"),
+                include_str!("kernels/copy_async.cuh"),
                 include_str!("kernels/tensor_core.cuh")
             ),
             include_str!("kernels/attention_prefill.cu"),
@@ -72,10 +80,10 @@ pub(crate) struct Kernels {
     pub rope: CudaFunction,
     pub store_kv: CudaFunction,
     pub copy_within: CudaFunction,
-    pub attention_partial: CudaFunction,
+    pub attention_partial: SplitKernel,
     pub attention_combine: CudaFunction,
     /// By head dimension and most heads per block (`DECODE_HEAD_DIMS`, `DECODE_HEADS`).
-    pub attention_decode: [[CudaFunction; 4]; 3],
+    pub attention_decode: [[SplitKernel; 4]; 3],
     /// By head dimension (`PREFILL_HEAD_DIMS`).
     pub attention_prefill: [CudaFunction; 2],
     pub add_rms_norm: CudaFunction,
@@ -88,6 +96,26 @@ pub(crate) struct Kernels {
     pub top_k: CudaFunction,
     /// Whether these kernels are launched with programmatic dependent launch (see `launch`).
     pub pdl: bool,
+}
+
+/// An attention kernel that cuts each token's positions into splits, one block each, and
+/// how many of its blocks of `SPLIT_THREADS` one multiprocessor holds at once (its registers
+/// and shared memory decide): the splits are cut so that a pass's blocks all run at once.
+pub(crate) struct SplitKernel {
+    pub function: CudaFunction,
+    pub blocks_per_sm: usize,
+}
+
+impl SplitKernel {
+    fn new(function: CudaFunction) -> Result<SplitKernel> {
+        let blocks = function
+            .occupancy_max_active_blocks_per_multiprocessor(SPLIT_THREADS, 0, None)
+            .map_err(failed("load_module"))?;
+        Ok(SplitKernel {
+            function,
+            blocks_per_sm: (blocks as usize).max(1),
+        })
+    }
 }
 
 impl Kernels {
@@ -111,8 +139,9 @@ impl Kernels {
             module.load_function(name).map_err(failed("load_module"))
         };
         let decode_heads = |hd: usize| {
-            let [a, b, c, d] =
-                DECODE_HEADS.map(|heads| f(&decode, &format!("attention_decode_{hd}_{heads}")));
+            let [a, b, c, d] = DECODE_HEADS.map(|heads| {
+                SplitKernel::new(f(&decode, &format!("attention_decode_{hd}_{heads}"))?)
+            });
             Ok::<_, plumb_model::ModelError>([a?, b?, c?, d?])
         };
         let [d64, d128, d256] = DECODE_HEAD_DIMS.map(decode_heads);
@@ -129,7 +158,7 @@ impl Kernels {
             rope: f(&rope, "rope")?,
             store_kv: f(&kv, "store_kv")?,
             copy_within: f(&kv, "copy_within")?,
-            attention_partial: f(&attention, "attention_partial")?,
+            attention_partial: SplitKernel::new(f(&attention, "attention_partial")?)?,
             attention_combine: f(&attention, "attention_combine")?,
             attention_decode: [d64?, d128?, d256?],
             attention_prefill: [p64?, p128?],

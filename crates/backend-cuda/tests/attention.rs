@@ -1,13 +1,13 @@
 //! Attention over the f16 paged cache against the reference's f32 one: several sequences in
 //! one batch, their blocks scattered over the pool, grouped-query heads, a sliding-window
-//! layer, prompts, decoding (which splits long contexts across blocks) and forks' block
-//! copies. Heads of 32 dimensions take the general kernel; of 64 and 128 the tensor-core
+//! layer, prompts, decoding (which splits contexts of up to 4500 positions here across
+//! blocks) and forks' block copies. Heads of 32 dimensions take the general kernel; of 64 and 128 the tensor-core
 //! kernel for prompts and the flash-decoding one for decoding, which also takes 256.
 
 mod common;
 
 use common::{assert_close, kv_cache, run, with_pass, REF};
-use plumb_backend_cuda::CudaBackend;
+use plumb_backend_cuda::{CudaBackend, CudaTensor};
 use plumb_backend_ref::{HostTensor, RefBackend};
 use plumb_model::{AttentionStep, Backend, KvCache, KvConfig, LayerKv, TokenPos};
 use plumb_testutil::Rng;
@@ -88,27 +88,29 @@ impl Caches {
         }
     }
 
+    /// `n` rows of `width` random values on both backends: a few times larger than unit, so
+    /// that the softmax of queries and keys is peaked.
+    fn input(&mut self, n: usize, width: usize) -> (HostTensor, CudaTensor) {
+        let values: Vec<f32> = self.rng.values(n * width, 3.0);
+        let d = self.cuda.upload(n, width, values.clone()).unwrap();
+        (HostTensor::new(n, width, values), d)
+    }
+
     /// One pass of `places` through both layers on both backends, with random Q, K and V,
     /// compared.
     fn pass(&mut self, places: &[TokenPos], what: &str) {
         let n = places.len();
+        let Heads {
+            n_head,
+            n_head_kv,
+            dim,
+        } = self.heads;
         let mut host = Vec::new();
         let mut device = Vec::new();
         for _ in 0..2 {
-            let mut input = |width: usize| {
-                // Keys and queries a few times larger than unit, so that the softmax is peaked.
-                let values: Vec<f32> = self.rng.values(n * width, 3.0);
-                let d = self.cuda.upload(n, width, values.clone()).unwrap();
-                (HostTensor::new(n, width, values), d)
-            };
-            let Heads {
-                n_head,
-                n_head_kv,
-                dim,
-            } = self.heads;
-            let (q, qd) = input(n_head * dim);
-            let (k, kd) = input(n_head_kv * dim);
-            let (v, vd) = input(n_head_kv * dim);
+            let (q, qd) = self.input(n, n_head * dim);
+            let (k, kd) = self.input(n, n_head_kv * dim);
+            let (v, vd) = self.input(n, n_head_kv * dim);
             host.push([q, k, v]);
             device.push([qd, kd, vd]);
         }
@@ -123,6 +125,41 @@ impl Caches {
                 &format!("{:?}: {what}, layer {layer}", self.heads),
             );
         }
+    }
+}
+
+/// Stores K and V of `places` in every layer, attending nothing.
+fn store<B: Backend>(
+    backend: &B,
+    cache: &mut KvCache<B>,
+    places: &[TokenPos],
+    inputs: &[[B::Tensor; 2]],
+) {
+    let tokens = vec![0; places.len()];
+    with_pass(backend, cache, &tokens, places, &[], |pass, storage| {
+        for (layer, [k, v]) in inputs.iter().enumerate() {
+            backend.store_kv(k, v, storage, layer, pass)?;
+        }
+        Ok(())
+    })
+    .unwrap();
+}
+
+impl Caches {
+    /// Random keys and values of `places` into both layers on both backends, attending
+    /// nothing: long contexts without the reference's quadratic cost of attending them.
+    fn fill(&mut self, places: &[TokenPos]) {
+        let (n, width) = (places.len(), self.heads.n_head_kv * self.heads.dim);
+        let mut host = Vec::new();
+        let mut device = Vec::new();
+        for _ in 0..2 {
+            let (k, kd) = self.input(n, width);
+            let (v, vd) = self.input(n, width);
+            host.push([k, v]);
+            device.push([kd, vd]);
+        }
+        store(&REF, &mut self.host, places, &host);
+        store(&self.cuda, &mut self.device, places, &device);
     }
 }
 
@@ -225,5 +262,45 @@ fn flash_decoding_of_one_long_sequence_matches_the_reference() {
             dim,
         };
         one_long_sequence(require_cuda!(), heads);
+    }
+}
+
+/// Sequences of 4500, 1000 and 37 positions, filled without attending, then decoded together
+/// (a server's continuous batch): the longest cut into many splits of several stages each,
+/// splits past the shorter ones' ends, a window; then the longest alone, its splits filling
+/// the GPU.
+fn long_contexts_of_different_lengths(cuda: CudaBackend, heads: Heads) {
+    const FILL: usize = 512;
+    let lens = [4500, 1000, 37];
+    let config = KvConfig::new(4600, lens.len(), FILL).with_block_size(16);
+    let mut caches = Caches::new(cuda, config, heads);
+    for (seq, &len) in lens.iter().enumerate() {
+        for from in (0..len).step_by(FILL) {
+            caches.fill(&run(seq, from, (from + FILL).min(len)));
+        }
+    }
+    for step in 0..3 {
+        let batch: Vec<TokenPos> = (0..lens.len())
+            .map(|seq| TokenPos {
+                seq,
+                pos: lens[seq] + step,
+            })
+            .collect();
+        caches.pass(&batch, &format!("decoding {lens:?} + {step}"));
+    }
+    caches.pass(&run(0, 4503, 4504), "decoding the longest alone");
+}
+
+#[test]
+fn flash_decoding_of_long_contexts_in_a_batch_matches_the_reference() {
+    // TinyLlama's 8 query heads per KV head of 64, Llama-2's heads of 128 without groups,
+    // and heads of 256 in groups of 8.
+    for (n_head, n_head_kv, dim) in [(32, 4, 64), (8, 8, 128), (16, 2, 256)] {
+        let heads = Heads {
+            n_head,
+            n_head_kv,
+            dim,
+        };
+        long_contexts_of_different_lengths(require_cuda!(), heads);
     }
 }

@@ -1,19 +1,25 @@
 // Flash-decoding: causal attention of a few tokens over long contexts in the paged f16 KV
-// cache, bound by how fast the keys and values stream in.
+// cache, which at best runs as fast as the keys and values stream in.
 //
 // One block of DECODE_WARPS warps per (split, KV head and up to GM of its query heads,
 // token). The heads that share a KV head (grouped-query attention) are the block's, so each
-// key and value row is read once for all of them. A row of HD halves is read by HD / 8 lanes
-// with one 16-byte load each, so a warp covers 32 / (HD / 8) positions per load, and every
-// lane loads U such steps of keys and values before using any: many bytes in flight per warp,
-// which is what a long context needs (one 2-byte load per lane and position left a 4096-token
-// 7B step at a quarter of the bandwidth).
+// key and value row is read once for all of them.
 //
-// Each lane row keeps its own online softmax (running max, sum and weighted V over its 8
-// dimensions) in base 2, the queries scaled by log2(e); the rows of a warp are merged with
-// shuffles, the warps through shared memory. With one split the block writes the output;
-// with several it writes each head's unnormalized state, its max in natural units, for
-// `attention_combine` (attention.cu) to merge.
+// The block copies its split's rows into shared memory with asynchronous copies, a stage of
+// STAGE_POSITIONS rows (16 KB of keys and values) at a time, the next stage in flight while
+// one is used: 32 KB of loads in flight per block, however many registers its heads' state
+// takes (with the loads in registers, a block of 8 heads, 2 to a multiprocessor, had 8 KB in
+// flight). Under ncu, at 4097 positions in splits of one stage, this kernel took as long as
+// the register form: TinyLlama 9.4 against 9.6 µs, at 9% of the DRAM bandwidth and 32% of the
+// SMs' throughput (the loads in flight do not bound it there), 7B 20.6 against 20.9 µs at 70%.
+//
+// From shared memory, a row of HD halves is read by HD / 8 lanes, 16 bytes each, so a warp
+// covers 32 / (HD / 8) positions per read, U such reads at a time. Each lane row keeps its
+// own online softmax (running max, sum and weighted V over its 8 dimensions) in base 2, the
+// queries scaled by log2(e); the rows of a warp are merged with shuffles, the warps through
+// shared memory. With one split the block writes the output; with several it writes each
+// head's unnormalized state, its max in natural units, for `attention_combine`
+// (attention.cu) to merge.
 //
 // Position p of a token's sequence lives in slot
 // (tables[table_start + (p >> block_shift)] << block_shift) | (p & block_mask).
@@ -41,10 +47,19 @@ __device__ __forceinline__ void attention_decode(
     float* out, float* partial, unsigned int n_head, unsigned int n_head_kv, unsigned int window,
     unsigned int block_shift, float scale, unsigned int chunk) {
     constexpr int L = HD / 8;               // lanes per row
-    constexpr int R = 32 / L;               // rows (positions) per warp and load
-    constexpr int U = GM <= 2 ? 4 : 2;      // loads of keys and values in flight per lane
+    constexpr int R = 32 / L;               // rows (positions) per warp and read
+    constexpr int U = GM <= 2 ? 4 : 2;      // reads of keys and values per lane and step
     constexpr int STEP = DECODE_WARPS * R * U;  // positions the block takes per step
-    __shared__ float state[DECODE_WARPS][GM][HD + 2];
+    constexpr int STAGE_POSITIONS = 4096 / HD;  // 8 KB of keys, 8 KB of values
+    constexpr int STAGE_PIECES = STAGE_POSITIONS * L;  // 16-byte pieces of keys per stage
+    static_assert(STAGE_POSITIONS % STEP == 0, "a stage is whole steps");
+    static_assert(STAGE_PIECES % (DECODE_WARPS * 32) == 0, "every thread copies as many");
+    // Two stages of keys and values while the positions are read; the warps' states after.
+    constexpr int STAGES_BYTES = 2 * 2 * STAGE_PIECES * 16;
+    constexpr int STATE_BYTES = DECODE_WARPS * GM * (HD + 2) * 4;
+    __shared__ uint4 smem[(STAGES_BYTES > STATE_BYTES ? STAGES_BYTES : STATE_BYTES) / 16];
+    uint4* stages = smem;
+    float(*state)[GM][HD + 2] = reinterpret_cast<float(*)[GM][HD + 2]>(smem);
 
     const unsigned int split = blockIdx.x, n_splits = gridDim.x, t = blockIdx.z;
     const unsigned int group = n_head / n_head_kv;
@@ -86,65 +101,97 @@ __device__ __forceinline__ void attention_decode(
         for (int i = 0; i < 8; i++) acc[g][i] = 0.0f;
     }
 
-    const unsigned short* k_head = k_cache + kv_head * HD + c * 8;
-    const unsigned short* v_head = v_cache + kv_head * HD + c * 8;
-    for (unsigned int base = lo + warp * R * U; base < hi; base += STEP) {
-        uint4 kr[U], vr[U];
-        bool valid[U];
+    // Stage `stage`'s rows into buffer `stage % 2`, as one group of copies (an empty one past
+    // the split's end, so that every step waits for the same number of groups). Rows past the
+    // split's end are zeros: weight 0, and no NaN from stale memory times that weight.
+    const unsigned short* k_head = k_cache + kv_head * HD;
+    const unsigned short* v_head = v_cache + kv_head * HD;
+    const unsigned int n_stages = hi > lo ? (hi - lo + STAGE_POSITIONS - 1) / STAGE_POSITIONS : 0;
+    auto stage_rows = [&](unsigned int stage) {
+        if (stage < n_stages) {
+            uint4* ks = stages + (stage % 2) * 2 * STAGE_PIECES;
+            uint4* vs = ks + STAGE_PIECES;
 #pragma unroll
-        for (int u = 0; u < U; u++) {
-            const unsigned int p = base + u * R + row;
-            valid[u] = p < hi;
-            // A position past the split's end reads the step's first row and gets weight 0.
-            const unsigned int pp = valid[u] ? p : base;
-            const unsigned long long slot =
-                ((unsigned long long)table[pp >> block_shift] << block_shift) | (pp & block_mask);
-            kr[u] = *reinterpret_cast<const uint4*>(k_head + slot * width);
-            vr[u] = *reinterpret_cast<const uint4*>(v_head + slot * width);
-        }
-        float s[U][GM];
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            float kf[8];
-            halves8(kr[u], kf);
-#pragma unroll
-            for (int g = 0; g < GM; g++) {
-                float d = 0.0f;
-#pragma unroll
-                for (int i = 0; i < 8; i++) d += qv[g][i] * kf[i];
-#pragma unroll
-                for (int o = L / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
-                s[u][g] = d;
+            for (int i = 0; i < STAGE_PIECES / (DECODE_WARPS * 32); i++) {
+                const unsigned int piece = threadIdx.x + i * DECODE_WARPS * 32;
+                const unsigned int p = lo + stage * STAGE_POSITIONS + piece / L;
+                const bool valid = p < hi;
+                const unsigned int pp = valid ? p : lo;
+                const unsigned long long at =
+                    (((unsigned long long)table[pp >> block_shift] << block_shift) |
+                     (pp & block_mask)) * width + (piece % L) * 8;
+                copy_async_16_or_zero(ks + piece, k_head + at, valid);
+                copy_async_16_or_zero(vs + piece, v_head + at, valid);
             }
         }
-        float vf[U][8];
+        copy_async_commit();
+    };
+    stage_rows(0);
+    stage_rows(1);
+    for (unsigned int stage = 0; stage < n_stages; stage++) {
+        copy_async_wait<1>();
+        __syncthreads();
+        const uint4* ks = stages + (stage % 2) * 2 * STAGE_PIECES;
+        const uint4* vs = ks + STAGE_PIECES;
+        const unsigned int stage_lo = lo + stage * STAGE_POSITIONS;
 #pragma unroll
-        for (int u = 0; u < U; u++) halves8(vr[u], vf[u]);
-#pragma unroll
-        for (int g = 0; g < GM; g++) {
-            float m_new = m[g];
-#pragma unroll
-            for (int u = 0; u < U; u++)
-                if (valid[u]) m_new = fmaxf(m_new, s[u][g]);
-            // Only a row whose positions all lie past the split's end sees nothing yet.
-            if (m_new == NEG_INF) continue;
-            const float corr = exp2f(m[g] - m_new);
-            float w[U], sum = 0.0f;
+        for (int k = 0; k < STAGE_POSITIONS / STEP; k++) {
+            uint4 kr[U], vr[U];
+            bool valid[U];
 #pragma unroll
             for (int u = 0; u < U; u++) {
-                w[u] = valid[u] ? exp2f(s[u][g] - m_new) : 0.0f;
-                sum += w[u];
+                const unsigned int j = k * STEP + warp * R * U + u * R + row;
+                valid[u] = stage_lo + j < hi;
+                kr[u] = ks[j * L + c];
+                vr[u] = vs[j * L + c];
             }
-            l[g] = l[g] * corr + sum;
-            m[g] = m_new;
+            float s[U][GM];
 #pragma unroll
-            for (int i = 0; i < 8; i++) {
-                float a = acc[g][i] * corr;
+            for (int u = 0; u < U; u++) {
+                float kf[8];
+                halves8(kr[u], kf);
 #pragma unroll
-                for (int u = 0; u < U; u++) a += w[u] * vf[u][i];
-                acc[g][i] = a;
+                for (int g = 0; g < GM; g++) {
+                    float d = 0.0f;
+#pragma unroll
+                    for (int i = 0; i < 8; i++) d += qv[g][i] * kf[i];
+#pragma unroll
+                    for (int o = L / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+                    s[u][g] = d;
+                }
+            }
+            float vf[U][8];
+#pragma unroll
+            for (int u = 0; u < U; u++) halves8(vr[u], vf[u]);
+#pragma unroll
+            for (int g = 0; g < GM; g++) {
+                float m_new = m[g];
+#pragma unroll
+                for (int u = 0; u < U; u++)
+                    if (valid[u]) m_new = fmaxf(m_new, s[u][g]);
+                // Only a row whose positions all lie past the split's end sees nothing yet.
+                if (m_new == NEG_INF) continue;
+                const float corr = exp2f(m[g] - m_new);
+                float w[U], sum = 0.0f;
+#pragma unroll
+                for (int u = 0; u < U; u++) {
+                    w[u] = valid[u] ? exp2f(s[u][g] - m_new) : 0.0f;
+                    sum += w[u];
+                }
+                l[g] = l[g] * corr + sum;
+                m[g] = m_new;
+#pragma unroll
+                for (int i = 0; i < 8; i++) {
+                    float a = acc[g][i] * corr;
+#pragma unroll
+                    for (int u = 0; u < U; u++) a += w[u] * vf[u][i];
+                    acc[g][i] = a;
+                }
             }
         }
+        // Every warp is done with this buffer before the stage after next overwrites it.
+        __syncthreads();
+        stage_rows(stage + 2);
     }
 
     // The warp's rows into its first row, lane by lane of the same dimensions.

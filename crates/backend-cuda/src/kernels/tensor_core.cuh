@@ -1,29 +1,5 @@
-// Warp-level tensor-core products and asynchronous copies into shared memory (sm_80 and
-// later), as PTX: NVRTC has no mma.h of its own.
-
-// The shared-memory address of a generic pointer into shared memory.
-__device__ __forceinline__ unsigned int shared_address(const void* p) {
-    unsigned int a;
-    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
-    return a;
-}
-
-// 16 bytes from global to shared memory, bypassing L1, in the current group of copies.
-__device__ __forceinline__ void copy_async_16(void* dst, const void* src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(shared_address(dst)),
-                 "l"(src));
-}
-
-// Closes the current group of asynchronous copies.
-__device__ __forceinline__ void copy_async_commit() {
-    asm volatile("cp.async.commit_group;" ::: "memory");
-}
-
-// Waits until at most N groups of this thread's asynchronous copies are still in flight.
-template <int N>
-__device__ __forceinline__ void copy_async_wait() {
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
+// Warp-level tensor-core products (sm_80 and later), as PTX: NVRTC has no mma.h of its own.
+// Reads shared memory through copy_async.cuh's shared_address.
 
 // Four 8×8 matrices of 16-bit values from shared memory: lanes 8i to 8i + 7 give the
 // addresses of matrix i's rows; lane l receives row l / 4, columns 2(l % 4) and 2(l % 4) + 1
