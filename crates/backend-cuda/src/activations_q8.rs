@@ -14,7 +14,7 @@ use plumb_model::Result;
 
 use crate::error::{error, failed};
 use crate::launch::Launch;
-use crate::matmul::MATVEC_Q8_MAX_ROWS;
+use crate::matmul::Q8_MAX_ROWS;
 
 /// A value is an outlier when its magnitude exceeds this multiple of its row's mean magnitude:
 /// the cpu backend's `OUTLIER_FACTOR`, so that both backends split the same values off.
@@ -52,7 +52,7 @@ impl QuantizedRows {
     /// Whether a kernel that writes n rows of k values should quantize them as it goes: where
     /// the products take 8-bit rows (decoding) and k is whole blocks of 32.
     pub fn fit(n: usize, k: usize) -> bool {
-        (1..=MATVEC_Q8_MAX_ROWS).contains(&n) && k.is_multiple_of(32) && k <= i32::MAX as usize
+        (1..=Q8_MAX_ROWS).contains(&n) && k.is_multiple_of(32) && k <= i32::MAX as usize
     }
 
     /// Buffers for n rows of k values (k a multiple of 32), for a kernel to fill.
