@@ -1,17 +1,22 @@
 //! Products with the stored weights, `y = x · Wᵀ`, and embedding lookups, straight from the
 //! GGUF blocks.
 //!
-//! - A few rows (decoding, n ≤ 8): matrix-vector kernels that stream the weight once for all n
-//!   rows. The types of the shipped models (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K) take
-//!   8-bit activations and dp4a integer products (`kernels/matvec_q8.cu`), after a kernel that
-//!   quantizes each activation row once for all the products that share it, splitting off its
-//!   outliers as the cpu backend does (`activations_q8.rs`), or from the 8-bit rows that the
-//!   norm or gated activation which wrote the activations made of them. The other types dequantize in
-//!   registers and multiply with the f32 activations (`kernels/matmul.cu`).
-//! - Batched decoding (9 to 64 rows) with Q4_K and Q6_K weights: int8 tensor-core products of
+//! - A few rows (decoding, n ≤ 8; Q4_K and Q6_K n ≤ 3): matrix-vector kernels that stream the
+//!   weight once for all n rows. The types of the shipped models (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K,
+//!   Q5_K, Q6_K) take 8-bit activations and dp4a integer products (`kernels/matvec_q8.cu`),
+//!   after a kernel that quantizes each activation row once for all the products that share
+//!   it, splitting off its outliers as the cpu backend does (`activations_q8.rs`), or from the
+//!   8-bit rows that the norm or gated activation which wrote the activations made of them. The
+//!   other types dequantize in registers and multiply with the f32 activations
+//!   (`kernels/matmul.cu`).
+//! - Batched decoding (4 to 64 rows) with Q4_K and Q6_K weights: int8 tensor-core products of
 //!   the weights' quants with the same 8-bit activation rows (`kernels/mmq_tc.cu`), the rows in
 //!   shared memory and each weight byte read once for all of them, the super-blocks split into
-//!   slices where a weight has too few blocks of rows for the SMs.
+//!   slices where a weight has too few blocks of rows for the SMs. On an H200 (7B Q4_K_M,
+//!   tokens/s of 4 / 16 / 64 sequences): 1,084 / 2,982 / 4,520 against 981 / 1,505 / 4,228
+//!   with the mat-vecs and cuBLAS. TinyLlama's 64 sequences were faster with cuBLAS (14,355 –
+//!   14,800 against 13,283 – 13,805): at 64 rows these kernels are bound by the f32 scaling of
+//!   each 32-value step, not by DRAM (docs/benchmarks.md, 2026-11-29).
 //! - Batched decoding (9 to 16 rows) with the other five types: the 8-bit kernels on groups of
 //!   8 rows, with 4 weight rows a warp so that each load of activations serves more products,
 //!   which stream the weight once per group. From 32 rows on, the dequantize + cuBLAS path below
@@ -53,8 +58,12 @@ const MATVEC_MAX_ROWS: usize = 8;
 /// 1,293 / 1,533 here, 956 / 1,726 with cuBLAS.
 const MATVEC_Q8_MAX_ROWS: usize = 16;
 /// Up to this many rows take the tensor-core kernels (`mmq_tc_*`), for the types that have them
-/// (`has_tensor_core`), from `MATVEC_MAX_ROWS + 1` rows on; more take cuBLAS.
+/// (`has_tensor_core`), from `TENSOR_CORE_MIN_ROWS` rows on; more take cuBLAS.
 const TENSOR_CORE_MAX_ROWS: usize = 64;
+/// From this many rows on, the tensor-core kernels multiply instead of the 8-bit mat-vecs. On an
+/// H200, 7B Q4_K_M, 4 sequences: 1,083.8 tokens/s against 981.7 (TinyLlama 2,884.2 – 2,906.7
+/// against 2,623.4 – 2,639.4); TinyLlama, 2 sequences: 1,498.9 against 1,622.3 (3 not measured).
+const TENSOR_CORE_MIN_ROWS: usize = 4;
 /// The most rows that any product takes as 8-bit rows, which the kernels that write
 /// activations then quantize as they go (`QuantizedRows::fit`).
 pub(crate) const Q8_MAX_ROWS: usize = TENSOR_CORE_MAX_ROWS;
@@ -454,7 +463,7 @@ impl Matmul {
                     .take_while(|(v, _)| v.ty == w.ty && v.k == w.k)
                     .count();
                 let group = &mut products[i..i + len];
-                if n > MATVEC_MAX_ROWS && !matvec_q8.tensor_core.is_empty() {
+                if n >= TENSOR_CORE_MIN_ROWS && !matvec_q8.tensor_core.is_empty() {
                     self.tensor_core_launch(stream, matvec_q8, group, row_bytes, q, n)?;
                 } else {
                     matvec_q8_launches(stream, matvec_q8, self.pdl, group, row_bytes, q, n)?;

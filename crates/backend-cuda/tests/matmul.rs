@@ -1,7 +1,7 @@
 //! The matrix products and embedding lookups of the CUDA backend against the f64 product of
 //! `plumb_ggml`'s dequantized weights: every supported type, decoding (1 to 8 rows, the
 //! matrix-vector kernels), batched decoding (up to 16 rows, the 8-bit kernels in groups of 8;
-//! up to 64 on the tensor cores for Q4_K and Q6_K) and prefill (cuBLAS) row counts, rows whose
+//! 4 to 64 on the tensor cores for Q4_K and Q6_K) and prefill (cuBLAS) row counts, rows whose
 //! alignment varies, huge activations next to small ones, and lookups bit for bit.
 
 mod common;
@@ -21,7 +21,7 @@ const TYPES: [GgmlType; 13] = {
 
 /// 1 to 8 rows take the matrix-vector kernels. 9, 11 (a group of 8, then 3 rows) and 16 (two
 /// groups) take the batched 8-bit kernels for `Q8_TYPES`, cuBLAS for the others; 17 and more
-/// take cuBLAS, except for `TENSOR_CORE_TYPES`, whose tensor-core kernels take 9 to 64 rows
+/// take cuBLAS, except for `TENSOR_CORE_TYPES`, whose tensor-core kernels take 4 to 64 rows
 /// (tiles of 8, 16, 32 or 64 rows: 9, 17 and 33 leave most of a tile empty); 65 takes cuBLAS.
 const ROW_COUNTS: [usize; 12] = [1, 2, 3, 8, 9, 11, 16, 17, 32, 33, 64, 65];
 
@@ -36,7 +36,7 @@ const Q8_TYPES: [GgmlType; 7] = {
     [Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K]
 };
 const TOL_Q8: f32 = 4e-2;
-/// The types whose products of 9 to 64 rows run on the tensor cores, with the same 8-bit
+/// The types whose products of 4 to 64 rows run on the tensor cores, with the same 8-bit
 /// activations.
 const TENSOR_CORE_TYPES: [GgmlType; 2] = [GgmlType::Q4_K, GgmlType::Q6_K];
 /// cuBLAS multiplies f16 operands (the weight rounded to f16, the activations scaled to f16),
@@ -145,7 +145,7 @@ fn tensor_core_slices_and_ragged_rows_match() {
             let values = rng.values(m * k, 1.0);
             let (tensor, w) = weight(&cuda, "w", ty, &[k, m], &values);
             let wf = dequantized(&tensor, ty);
-            for n in [9, 24, 40, 64] {
+            for n in [5, 9, 24, 40, 64] {
                 let x = rng.values(n * k, 1.0);
                 let want = product(&x, &wf, n, k, m);
                 let got = cuda
@@ -167,8 +167,8 @@ fn tensor_core_slices_and_ragged_rows_match() {
 
 /// Q, K and V of one type share a launch of the 8-bit kernels, each product its own blocks of
 /// the grid: each output must be its own weight's product, for row counts of every launch kind
-/// (one row, a few, groups of 8 and the rows left, and 17 and 64 rows on the tensor cores for
-/// Q4_K and Q6_K), with row counts that leave blocks partly empty, and where V's type differs
+/// (one row, a few, groups of 8 and the rows left; for Q4_K and Q6_K up to 3 rows, then the
+/// tensor cores), with row counts that leave blocks partly empty, and where V's type differs
 /// (a launch of its own after Q and K).
 #[test]
 fn qkv_products_sharing_a_launch_match() {

@@ -60,7 +60,9 @@ __device__ __forceinline__ uint2 ld64(const u8* p) {
 }
 
 // An integer sum of fewer than 2^22 in magnitude as a float: the exponent trick of matmul.cu
-// (an add and a subtract at full rate, where I2F is a quarter-rate conversion on sm_90).
+// (an add and a subtract at full rate, where I2F is a quarter-rate conversion on sm_90). A build
+// with I2F instead was 2-3% faster at 64 rows and within 1.2% at 4 and 16 in one call
+// (docs/benchmarks.md, 2026-11-29), but its tests were not run: a lead.
 __device__ __forceinline__ float small_int_to_float(int i) {
     return __int_as_float(0x4B400000 + i) - 12582912.0f;
 }
