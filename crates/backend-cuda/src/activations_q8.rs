@@ -1,7 +1,8 @@
 //! Activation rows quantized to 8 bits on the device, for the dp4a matrix-vector kernels
-//! (`kernels/matvec_q8.cu`): blocks of 32 int8 values with a scale and a sum each, and each
-//! row's outliers split off first, as the cpu backend does (`crates/backend-cpu/src/outliers.rs`),
-//! so that a value in the thousands does not round its neighbours to zero.
+//! (`kernels/matvec_q8.cu`) and the int8 tensor-core kernels (`kernels/mmq_tc.cu`): blocks of
+//! 32 int8 values with a scale and a sum each, and each row's outliers split off first, as the
+//! cpu backend does (`crates/backend-cpu/src/outliers.rs`), so that a value in the thousands
+//! does not round its neighbours to zero.
 //!
 //! `quantize_q8` makes them for a product; in a decode step the norms and the gated
 //! activation make them as they write their output (`kernels/quantize_q8.cuh` holds the
@@ -14,7 +15,7 @@ use plumb_model::Result;
 
 use crate::error::{error, failed};
 use crate::launch::Launch;
-use crate::matmul::MATVEC_Q8_MAX_ROWS;
+use crate::matmul::Q8_MAX_ROWS;
 use crate::pool::{Buffer, Pool};
 
 const OP: &str = "matmul";
@@ -55,7 +56,7 @@ impl QuantizedRows {
     /// Whether a kernel that writes n rows of k values should quantize them as it goes: where
     /// the products take 8-bit rows (decoding) and k is whole blocks of 32.
     pub fn fit(n: usize, k: usize) -> bool {
-        (1..=MATVEC_Q8_MAX_ROWS).contains(&n) && k.is_multiple_of(32) && k <= i32::MAX as usize
+        (1..=Q8_MAX_ROWS).contains(&n) && k.is_multiple_of(32) && k <= i32::MAX as usize
     }
 
     /// The lengths of n rows' values, block scales and outlier lists, and the outlier cap.

@@ -24,6 +24,7 @@ use std::ffi::c_void;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+use crate::pool::Buffer;
 use cudarc::driver::sys::{
     self, CUdeviceptr, CUlaunchAttribute, CUlaunchAttributeID, CUlaunchConfig,
 };
@@ -89,6 +90,18 @@ impl<'a, T> KernelArg<'a> for &'a mut CudaSlice<T> {
     fn push(self, launch: &mut Launch<'a>) {
         let (address, _) = self.device_ptr_mut(launch.stream);
         launch.args.push(Arg::Address(address));
+    }
+}
+
+impl<'a, T> KernelArg<'a> for &'a Buffer<T> {
+    fn push(self, launch: &mut Launch<'a>) {
+        (&**self).push(launch);
+    }
+}
+
+impl<'a, T> KernelArg<'a> for &'a mut Buffer<T> {
+    fn push(self, launch: &mut Launch<'a>) {
+        (&mut **self).push(launch);
     }
 }
 

@@ -1,18 +1,27 @@
 //! Products with the stored weights, `y = x · Wᵀ`, and embedding lookups, straight from the
 //! GGUF blocks.
 //!
-//! - A few rows (decoding, n ≤ 8): matrix-vector kernels that stream the weight once for all n
-//!   rows. The types of the shipped models (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K) take
-//!   8-bit activations and dp4a integer products (`kernels/matvec_q8.cu`), after a kernel that
-//!   quantizes each activation row once for all the products that share it, splitting off its
-//!   outliers as the cpu backend does (`activations_q8.rs`), or from the 8-bit rows that the
-//!   norm or gated activation which wrote the activations made of them. The other types dequantize in
-//!   registers and multiply with the f32 activations (`kernels/matmul.cu`).
-//! - Batched decoding (9 to 16 rows) with those seven types: the same 8-bit kernels on groups of
-//!   8 rows, with 4 weight rows a warp so that each load of activations serves more products.
-//!   From 32 rows on, the dequantize + cuBLAS path below was faster (7B Q4_K_M, 64 sequences:
-//!   2,970 against 1,725 tokens/s): these kernels reload every activation chunk from L1 for each
-//!   4 weight rows, and a kernel that shares tiles through shared memory is still missing.
+//! - A few rows (decoding, n ≤ 8; Q4_K and Q6_K n ≤ 3): matrix-vector kernels that stream the
+//!   weight once for all n rows. The types of the shipped models (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K,
+//!   Q5_K, Q6_K) take 8-bit activations and dp4a integer products (`kernels/matvec_q8.cu`),
+//!   after a kernel that quantizes each activation row once for all the products that share
+//!   it, splitting off its outliers as the cpu backend does (`activations_q8.rs`), or from the
+//!   8-bit rows that the norm or gated activation which wrote the activations made of them. The
+//!   other types dequantize in registers and multiply with the f32 activations
+//!   (`kernels/matmul.cu`).
+//! - Batched decoding (4 to 64 rows) with Q4_K and Q6_K weights: int8 tensor-core products of
+//!   the weights' quants with the same 8-bit activation rows (`kernels/mmq_tc.cu`), the rows in
+//!   shared memory and each weight byte read once for all of them, the super-blocks split into
+//!   slices where a weight has too few blocks of rows for the SMs. On an H200 (7B Q4_K_M,
+//!   tokens/s of 4 / 16 / 64 sequences): 1,084 / 2,982 / 4,520 against 981 / 1,505 / 4,228
+//!   with the mat-vecs and cuBLAS. TinyLlama's 64 sequences were faster with cuBLAS (14,355 –
+//!   14,800 against 13,283 – 13,805): at 64 rows these kernels are bound by the f32 scaling of
+//!   each 32-value step, not by DRAM (docs/benchmarks.md, 2026-11-29).
+//! - Batched decoding (9 to 16 rows) with the other five types: the 8-bit kernels on groups of
+//!   8 rows, with 4 weight rows a warp so that each load of activations serves more products,
+//!   which stream the weight once per group. From 32 rows on, the dequantize + cuBLAS path below
+//!   was faster (7B Q4_K_M, 64 sequences: 2,970 against 1,725 tokens/s): these kernels reload
+//!   every activation chunk from L1 for each 4 weight rows.
 //! - More rows (prefill): the weight is dequantized to f16, tile by tile, and multiplied by
 //!   cuBLAS (f16 inputs, f32 accumulation) with the activations in f16, each row scaled by a
 //!   power of two so that f16's range fits it (`kernels/dequant.cu`). F32 and BF16 weights,
@@ -22,7 +31,7 @@
 use std::sync::{Arc, Mutex};
 
 use cudarc::cublas::{result as blas, sys as blas_sys, CudaBlas};
-use cudarc::driver::sys::CUdeviceptr;
+use cudarc::driver::sys::{CUdevice_attribute, CUdeviceptr};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, CudaView, DevicePtr,
     DevicePtrMut, DeviceRepr, LaunchConfig,
@@ -44,9 +53,33 @@ pub(crate) const WEIGHT_PADDING: usize = 16;
 
 /// Up to this many rows of x take the matrix-vector kernels (one is compiled for each count).
 const MATVEC_MAX_ROWS: usize = 8;
-/// Up to this many rows take the 8-bit kernels, in groups of `MATVEC_MAX_ROWS`; more take
-/// cuBLAS. 7B Q4_K_M, tokens/s of 16 / 32 sequences: 1,293 / 1,533 here, 956 / 1,726 with cuBLAS.
-pub(crate) const MATVEC_Q8_MAX_ROWS: usize = 16;
+/// Up to this many rows take the 8-bit kernels, in groups of `MATVEC_MAX_ROWS`, for the types
+/// without tensor-core kernels; more take cuBLAS. 7B Q4_K_M, tokens/s of 16 / 32 sequences:
+/// 1,293 / 1,533 here, 956 / 1,726 with cuBLAS.
+const MATVEC_Q8_MAX_ROWS: usize = 16;
+/// Up to this many rows take the tensor-core kernels (`mmq_tc_*`), for the types that have them
+/// (`has_tensor_core`), from `TENSOR_CORE_MIN_ROWS` rows on; more take cuBLAS.
+const TENSOR_CORE_MAX_ROWS: usize = 64;
+/// From this many rows on, the tensor-core kernels multiply instead of the 8-bit mat-vecs. On an
+/// H200, 7B Q4_K_M, 4 sequences: 1,083.8 tokens/s against 981.7 (TinyLlama 2,884.2 – 2,906.7
+/// against 2,623.4 – 2,639.4); TinyLlama, 2 sequences: 1,498.9 against 1,622.3 (3 not measured).
+const TENSOR_CORE_MIN_ROWS: usize = 4;
+/// The most rows that any product takes as 8-bit rows, which the kernels that write
+/// activations then quantize as they go (`QuantizedRows::fit`).
+pub(crate) const Q8_MAX_ROWS: usize = TENSOR_CORE_MAX_ROWS;
+/// Weight rows per block (`TC_ROWS`), threads per block (32 `TC_WARPS`) and values per stage
+/// (`TC_K`) of the tensor-core kernels.
+const TC_ROWS: usize = 64;
+const TC_THREADS: u32 = 128;
+const TC_K: usize = 256;
+/// The counts of 8-row tiles that the tensor-core kernels are compiled for (`MMQ_TC_ALL`).
+const TC_TILES: [usize; 4] = [1, 2, 4, 8];
+/// The blocks per SM that the tensor-core kernels' slices aim at: a 4096-row weight has 64
+/// blocks of 64 rows, too few to keep every SM's loads in flight, and splits its super-blocks
+/// into slices until the grid has about this many blocks per SM.
+const TC_BLOCKS_PER_SM: usize = 2;
+/// The most slices of one product (each adds a partial sum that the last one reads).
+const TC_MAX_SLICES: usize = 8;
 /// Warps per block and weight rows per warp of the matrix-vector kernels (`WARPS`, `ROWS` in
 /// matmul.cu).
 const MATVEC_WARPS: usize = 4;
@@ -66,10 +99,12 @@ pub(crate) fn sources() -> [(&'static str, String); 2] {
         (
             "matmul",
             format!(
-                "{PDL}{F16_HELPERS}{BLOCKS}{}{}{}",
+                "{PDL}{F16_HELPERS}{BLOCKS}{}{}{}{}{}",
                 include_str!("kernels/matmul.cu"),
                 include_str!("kernels/quantize_q8.cuh"),
-                include_str!("kernels/matvec_q8.cu")
+                include_str!("kernels/matvec_q8.cu"),
+                include_str!("kernels/tensor_core.cuh"),
+                include_str!("kernels/mmq_tc.cu")
             ),
         ),
         (
@@ -109,6 +144,12 @@ fn kernel_name(ty: GgmlType) -> Option<&'static str> {
 pub(crate) fn has_matvec_q8(ty: GgmlType) -> bool {
     use GgmlType::*;
     matches!(ty, Q4_0 | Q4_1 | Q5_0 | Q8_0 | Q4_K | Q5_K | Q6_K)
+}
+
+/// Whether weights of type `ty` have tensor-core kernels for batched decoding (`mmq_tc_*` in
+/// mmq_tc.cu).
+fn has_tensor_core(ty: GgmlType) -> bool {
+    matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K)
 }
 
 const TYPES: [GgmlType; 13] = {
@@ -166,6 +207,19 @@ struct Q8Kernels {
     matvec: Vec<CudaFunction>,
     /// Groups of 8 rows (`mmq_*`), `BATCH_ROWS_PER_WARP` weight rows a warp.
     batched: CudaFunction,
+    /// `tensor_core[i]` multiplies up to 8 · 2^i rows on the tensor cores (`mmq_tc_*_{2^i}`);
+    /// empty for the types without them.
+    tensor_core: Vec<CudaFunction>,
+}
+
+impl Q8Kernels {
+    /// The most rows these kernels take.
+    fn max_rows(&self) -> usize {
+        match self.tensor_core.is_empty() {
+            true => MATVEC_Q8_MAX_ROWS,
+            false => TENSOR_CORE_MAX_ROWS,
+        }
+    }
 }
 
 /// Weight rows per warp of the 8-bit kernels for a single activation row (`mvq_*_1`; R1 of
@@ -204,6 +258,14 @@ struct Gemm {
     scales: Option<CudaSlice<f32>>,
 }
 
+/// The scratch buffers of the tensor-core kernels' slices: each slice's partial sums, and per
+/// block of weight rows the count of its slices done (zero between launches: the last slice
+/// resets it).
+struct SliceScratch {
+    partial: CudaSlice<f32>,
+    counters: CudaSlice<u32>,
+}
+
 /// The matrix kernels of one device.
 pub(crate) struct Matmul {
     types: Vec<TypeKernels>,
@@ -213,6 +275,9 @@ pub(crate) struct Matmul {
     gemm: Mutex<Option<Gemm>>,
     /// The buffers of the last activations quantized to 8 bits.
     quantized: Mutex<Option<QuantizedRows>>,
+    slices: Mutex<Option<SliceScratch>>,
+    /// The device's multiprocessors, which the tensor-core kernels' grids are sized for.
+    n_sm: usize,
     /// Whether the kernels are launched with programmatic dependent launch (see `launch`).
     pdl: bool,
 }
@@ -243,6 +308,13 @@ impl Matmul {
                             .map(|n| f(&matvec, &format!("mvq_{name}_{n}")))
                             .collect::<Result<_>>()?,
                         batched: f(&matvec, &format!("mmq_{name}"))?,
+                        tensor_core: match has_tensor_core(ty) {
+                            true => TC_TILES
+                                .iter()
+                                .map(|t| f(&matvec, &format!("mmq_tc_{name}_{t}")))
+                                .collect::<Result<_>>()?,
+                            false => Vec::new(),
+                        },
                     }),
                     false => None,
                 },
@@ -255,6 +327,9 @@ impl Matmul {
                 },
             });
         }
+        let n_sm = ctx
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(|e| error(OP, format!("multiprocessor count: {e}")))?;
         Ok(Matmul {
             types,
             x_to_f16: f(&dequant, "x_to_f16")?,
@@ -262,6 +337,8 @@ impl Matmul {
             quantize_q8: f(&matvec, "quantize_q8")?,
             gemm: Mutex::new(None),
             quantized: Mutex::new(None),
+            slices: Mutex::new(None),
+            n_sm: usize::try_from(n_sm).unwrap_or(1).max(1),
             pdl,
         })
     }
@@ -277,7 +354,7 @@ impl Matmul {
         fn id<T>(s: &CudaSlice<T>, stream: &CudaStream) -> (CUdeviceptr, usize) {
             (s.device_ptr(stream).0, s.len())
         }
-        let mut ids = Vec::with_capacity(6);
+        let mut ids = Vec::with_capacity(8);
         if let Ok(q) = self.quantized.lock() {
             if let Some(q) = q.as_ref() {
                 ids.extend([
@@ -285,6 +362,11 @@ impl Matmul {
                     id(&q.ds, stream),
                     id(&q.outliers, stream),
                 ]);
+            }
+        }
+        if let Ok(s) = self.slices.lock() {
+            if let Some(s) = s.as_ref() {
+                ids.extend([id(&s.partial, stream), id(&s.counters, stream)]);
             }
         }
         if let Ok(g) = self.gemm.lock() {
@@ -355,11 +437,7 @@ impl Matmul {
             let w = products[i].0;
             let kernels = self.kernels(OP, w.ty)?;
             let row_bytes = check_weight(OP, w)?;
-            if let Some(matvec_q8) = kernels
-                .matvec_q8
-                .as_ref()
-                .filter(|_| n <= MATVEC_Q8_MAX_ROWS)
-            {
+            if let Some(matvec_q8) = kernels.matvec_q8.as_ref().filter(|q| n <= q.max_rows()) {
                 // x's own 8-bit rows, where the kernel that wrote x made them.
                 let q = match xq.filter(|q| q.k == w.k) {
                     Some(q) => q,
@@ -385,7 +463,11 @@ impl Matmul {
                     .take_while(|(v, _)| v.ty == w.ty && v.k == w.k)
                     .count();
                 let group = &mut products[i..i + len];
-                matvec_q8_launches(stream, matvec_q8, self.pdl, group, row_bytes, q, n)?;
+                if n >= TENSOR_CORE_MIN_ROWS && !matvec_q8.tensor_core.is_empty() {
+                    self.tensor_core_launch(stream, matvec_q8, group, row_bytes, q, n)?;
+                } else {
+                    matvec_q8_launches(stream, matvec_q8, self.pdl, group, row_bytes, q, n)?;
+                }
                 i += len;
                 continue;
             }
@@ -408,6 +490,97 @@ impl Matmul {
             // to hold m rows of weights (with their padding), n × k inputs and n × m outputs.
             unsafe { launch.run(matvec_config(w.m)) }.map_err(failed(OP))?;
         }
+        Ok(())
+    }
+
+    /// y[n × m] = x̃ · Wᵀ on the tensor cores for each (W, y) of `products` (at most
+    /// `MAX_PRODUCTS`, all of one type and k, so one `row_bytes`), x̃ the n ≤
+    /// `TENSOR_CORE_MAX_ROWS` quantized rows in `q`, in one launch: blocks of `TC_ROWS` weight
+    /// rows, product after product along x, times slices of the super-blocks along y.
+    fn tensor_core_launch(
+        &self,
+        stream: &Arc<CudaStream>,
+        kernels: &Q8Kernels,
+        products: &mut [(&DeviceWeight, &mut CudaSlice<f32>)],
+        row_bytes: i64,
+        q: &QuantizedRows,
+        n: usize,
+    ) -> Result<()> {
+        const OP: &str = "matmul";
+        debug_assert!((1..=MAX_PRODUCTS).contains(&products.len()));
+        debug_assert!((1..=TENSOR_CORE_MAX_ROWS).contains(&n));
+        let k = products[0].0.k;
+        let tiles = n.div_ceil(MATVEC_MAX_ROWS).next_power_of_two();
+        let kernel = TC_TILES
+            .iter()
+            .position(|&t| t == tiles)
+            .ok_or_else(|| error(OP, format!("no tensor-core kernel for {n} rows")))?;
+        let mut ps = Products {
+            w: [0; MAX_PRODUCTS],
+            y: [0; MAX_PRODUCTS],
+            m: [0; MAX_PRODUCTS],
+            first_block: [0; MAX_PRODUCTS],
+        };
+        // The guards order the buffers' other streams after the launch, as long as it is queued.
+        let mut guards = Vec::with_capacity(2 * products.len());
+        let (mut blocks, count) = (0, products.len());
+        for (p, (w, y)) in products.iter_mut().enumerate() {
+            let (wp, w_sync) = w.bytes.device_ptr(stream);
+            let (yp, y_sync) = y.device_ptr_mut(stream);
+            guards.extend([w_sync, y_sync]);
+            ps.w[p] = wp;
+            ps.y[p] = yp;
+            ps.m[p] = w.m as i32;
+            ps.first_block[p] = blocks as i32;
+            blocks += w.m.div_ceil(TC_ROWS);
+        }
+        ps.first_block[count..].fill(blocks as i32);
+        let slices = (self.n_sm * TC_BLOCKS_PER_SM)
+            .div_ceil(blocks)
+            .clamp(1, (k / TC_K).min(TC_MAX_SLICES));
+        // Each slice's block keeps 4 sums per thread and tile of 8 rows.
+        let partial_len = blocks * slices * tiles * TC_THREADS as usize * 4;
+        let mut scratch = self
+            .slices
+            .lock()
+            .map_err(|_| error(OP, "a previous product panicked"))?;
+        let fits = scratch
+            .as_ref()
+            .is_some_and(|s| s.partial.len() >= partial_len && s.counters.len() >= blocks);
+        if !fits {
+            *scratch = None;
+            *scratch = Some(SliceScratch {
+                // SAFETY: each slice writes the sums that the last one reads.
+                partial: unsafe { stream.alloc::<f32>(partial_len) }.map_err(failed(OP))?,
+                counters: stream.alloc_zeros::<u32>(blocks).map_err(failed(OP))?,
+            });
+        }
+        let scratch = scratch.as_mut().expect("allocated above");
+        let (ki, ni) = (k as i32, n as i32);
+        let mut launch = Launch::new(stream, &kernels.tensor_core[kernel], self.pdl);
+        launch
+            .arg(&ps)
+            .arg(&q.qs)
+            .arg(&q.ds)
+            .arg(&q.outliers)
+            .arg(&q.cap)
+            .arg(&ki)
+            .arg(&row_bytes)
+            .arg(&ni)
+            .arg(&mut scratch.partial)
+            .arg(&mut scratch.counters);
+        let config = LaunchConfig {
+            grid_dim: (blocks as u32, slices as u32, 1),
+            block_dim: (TC_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: the argument list matches `mmq_tc_*` in mmq_tc.cu; each weight buffer was
+        // checked to hold its m rows (with their padding), q holds x's n rows of k quantized
+        // values (k whole super-blocks) and their outliers, each y n × m outputs; product p's
+        // blocks cover its m rows, the slices at most one super-block each; the scratch holds
+        // every block's and slice's sums and a counter per block, zero between launches.
+        unsafe { launch.run(config) }.map_err(failed(OP))?;
+        drop(guards);
         Ok(())
     }
 
@@ -622,7 +795,7 @@ impl Gemm {
         if !unsafe { blas_sys::is_culib_present() } {
             return Err(error(
                 OP,
-                "products of more than 8 rows (16 with 8-bit activations) need cuBLAS, and \
+                "products of more than 8 rows (16 or 64 with 8-bit activations) need cuBLAS, and \
                  libcublas.so cannot be loaded: \
                  install CUDA's cuBLAS and put its directory on LD_LIBRARY_PATH",
             ));

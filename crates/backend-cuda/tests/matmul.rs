@@ -1,8 +1,8 @@
 //! The matrix products and embedding lookups of the CUDA backend against the f64 product of
 //! `plumb_ggml`'s dequantized weights: every supported type, decoding (1 to 8 rows, the
-//! matrix-vector kernels), batched decoding (up to 16 rows, the 8-bit kernels in groups of 8)
-//! and prefill (cuBLAS) row counts, rows whose alignment varies, huge
-//! activations next to small ones, and lookups bit for bit.
+//! matrix-vector kernels), batched decoding (up to 16 rows, the 8-bit kernels in groups of 8;
+//! 4 to 64 on the tensor cores for Q4_K and Q6_K) and prefill (cuBLAS) row counts, rows whose
+//! alignment varies, huge activations next to small ones, and lookups bit for bit.
 
 mod common;
 
@@ -19,10 +19,11 @@ const TYPES: [GgmlType; 13] = {
     ]
 };
 
-/// 1 to 8 rows take the matrix-vector kernels. 11 (a group of 8, then 3 rows) and 16 (two
-/// groups) take the batched 8-bit kernels for `Q8_TYPES`, cuBLAS for the others; 17 and 64 take
-/// cuBLAS.
-const ROW_COUNTS: [usize; 8] = [1, 2, 3, 8, 11, 16, 17, 64];
+/// 1 to 8 rows take the matrix-vector kernels. 9, 11 (a group of 8, then 3 rows) and 16 (two
+/// groups) take the batched 8-bit kernels for `Q8_TYPES`, cuBLAS for the others; 17 and more
+/// take cuBLAS, except for `TENSOR_CORE_TYPES`, whose tensor-core kernels take 4 to 64 rows
+/// (tiles of 8, 16, 32 or 64 rows: 9, 17 and 33 leave most of a tile empty); 65 takes cuBLAS.
+const ROW_COUNTS: [usize; 12] = [1, 2, 3, 8, 9, 11, 16, 17, 32, 33, 64, 65];
 
 /// The matrix-vector kernels accumulate in f32 in another order than the f64 reference.
 const TOL_MATVEC: f32 = 2e-5;
@@ -35,14 +36,18 @@ const Q8_TYPES: [GgmlType; 7] = {
     [Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K]
 };
 const TOL_Q8: f32 = 4e-2;
+/// The types whose products of 4 to 64 rows run on the tensor cores, with the same 8-bit
+/// activations.
+const TENSOR_CORE_TYPES: [GgmlType; 2] = [GgmlType::Q4_K, GgmlType::Q6_K];
 /// cuBLAS multiplies f16 operands (the weight rounded to f16, the activations scaled to f16),
 /// or TF32 ones for F32 and BF16 weights: 11 bits of mantissa each, a relative error of about
 /// 5e-4 per product, which partly cancels over a row.
 const TOL_GEMM: f32 = 2e-3;
 
 fn tolerance(ty: GgmlType, n: usize) -> f32 {
-    let q8 = Q8_TYPES.contains(&ty);
-    if q8 && n <= 16 {
+    let q8 = Q8_TYPES.contains(&ty) && n <= 16;
+    let tensor_core = TENSOR_CORE_TYPES.contains(&ty) && n <= 64;
+    if q8 || tensor_core {
         TOL_Q8
     } else if n > 8 {
         TOL_GEMM
@@ -127,10 +132,44 @@ fn long_rows_and_one_block_rows_match() {
     }
 }
 
+/// The tensor-core kernels split a weight's super-blocks into slices when its blocks of 64 rows
+/// are few, and the last slice of a block adds the others' sums: weights of 1 to 3 blocks with
+/// rows of 1 to 17 super-blocks (slices of one and of several), ragged row counts, and a weight
+/// of more blocks than the grid wants (no slices), for each tile of rows.
+#[test]
+fn tensor_core_slices_and_ragged_rows_match() {
+    let cuda = require_cuda!();
+    let mut rng = Rng::new(17);
+    for ty in TENSOR_CORE_TYPES {
+        for (k, m) in [(256, 1), (512, 63), (4352, 130), (1024, 192), (256, 20000)] {
+            let values = rng.values(m * k, 1.0);
+            let (tensor, w) = weight(&cuda, "w", ty, &[k, m], &values);
+            let wf = dequantized(&tensor, ty);
+            for n in [5, 9, 24, 40, 64] {
+                let x = rng.values(n * k, 1.0);
+                let want = product(&x, &wf, n, k, m);
+                let got = cuda
+                    .to_host(
+                        &cuda
+                            .matmul(&cuda.upload(n, k, x.clone()).unwrap(), &w)
+                            .unwrap(),
+                    )
+                    .unwrap();
+                let diff = rel_diff(&got, &want);
+                assert!(
+                    diff <= TOL_Q8,
+                    "{ty} {m} × {k}, {n} rows: relative difference {diff:e} > {TOL_Q8:e}"
+                );
+            }
+        }
+    }
+}
+
 /// Q, K and V of one type share a launch of the 8-bit kernels, each product its own blocks of
 /// the grid: each output must be its own weight's product, for row counts of every launch kind
-/// (one row, a few, groups of 8 and the rows left), with row counts that leave blocks partly
-/// empty, and where V's type differs (a launch of its own after Q and K).
+/// (one row, a few, groups of 8 and the rows left; for Q4_K and Q6_K up to 3 rows, then the
+/// tensor cores), with row counts that leave blocks partly empty, and where V's type differs
+/// (a launch of its own after Q and K).
 #[test]
 fn qkv_products_sharing_a_launch_match() {
     let cuda = require_cuda!();
@@ -154,7 +193,7 @@ fn qkv_products_sharing_a_launch_match() {
             weight: &weights[i].1,
             bias: None,
         };
-        for n in [1, 2, 3, 8, 11, 16] {
+        for n in [1, 2, 3, 8, 11, 16, 17, 64] {
             let x = rng.values(n * k, 1.0);
             let got = cuda
                 .qkv(&cuda.upload(n, k, x.clone()).unwrap(), p(0), p(1), p(2))
@@ -266,8 +305,13 @@ fn outliers_are_split_off_before_quantizing() {
         let values = rng.values(m * k, 1.0);
         let (tensor, w) = weight(&cuda, "w", ty, &[k, m], &values);
         let wf = dequantized(&tensor, ty);
-        // 11 rows: a group of 8 and 3 rows, each with its own rows' outliers.
-        for n in [1, 3, 11] {
+        // 11 rows: a group of 8 and 3 rows, each with its own rows' outliers; 40 rows (on the
+        // tensor cores) for the types that take them.
+        let counts: &[usize] = match TENSOR_CORE_TYPES.contains(&ty) {
+            true => &[1, 3, 11, 40],
+            false => &[1, 3, 11],
+        };
+        for &n in counts {
             let small = rng.values(n * k, 1.0);
             let mut x = small.clone();
             // Every row has one, in another block than the row before; the last row a second one.

@@ -345,8 +345,9 @@ fn graph_replays_match_steps_run_op_by_op() {
 /// Kernels launched with programmatic dependent launch, each starting before the one before it
 /// has ended, compute what kernels launched one after another compute, to the bit, with Q4_K
 /// and Q6_K weights (the 8-bit activations' quantization and products, and the dequantization
-/// for cuBLAS): prompts of 37 (cuBLAS), 5 and 12 tokens (the matrix-vector kernels, in a group
-/// of 8 and alone), then decode steps of three sequences and of one, run op by op and replayed
+/// for cuBLAS): prompts of 37 (cuBLAS), 5 and 12 tokens (the tensor-core kernels, whose sums
+/// of several slices meet in the last one), then decode steps of three sequences and of one
+/// (the matrix-vector kernels), run op by op and replayed
 /// from CUDA graphs. A kernel that read its input before waiting for the kernel that writes it
 /// would read the previous layer's or step's values.
 #[test]
