@@ -99,10 +99,11 @@ pub(crate) fn sources() -> [(&'static str, String); 2] {
         (
             "matmul",
             format!(
-                "{PDL}{F16_HELPERS}{BLOCKS}{}{}{}{}{}",
+                "{PDL}{F16_HELPERS}{BLOCKS}{}{}{}{}{}{}",
                 include_str!("kernels/matmul.cu"),
                 include_str!("kernels/quantize_q8.cuh"),
                 include_str!("kernels/matvec_q8.cu"),
+                include_str!("kernels/copy_async.cuh"),
                 include_str!("kernels/tensor_core.cuh"),
                 include_str!("kernels/mmq_tc.cu")
             ),
