@@ -82,10 +82,24 @@ fn rel_diff(got: &[f32], want: &[f32]) -> f32 {
 
 /// Checks y = x · Wᵀ for a random m × k weight of type `ty` and each row count.
 fn check_products(cuda: &CudaBackend, rng: &mut Rng, ty: GgmlType, k: usize, m: usize) {
+    check_products_within(cuda, rng, ty, k, m, &ROW_COUNTS, |n| tolerance(ty, n));
+}
+
+/// Checks y = x · Wᵀ for a random m × k weight of type `ty` and each of `row_counts`, within
+/// `tolerance(n)` for n rows.
+fn check_products_within(
+    cuda: &CudaBackend,
+    rng: &mut Rng,
+    ty: GgmlType,
+    k: usize,
+    m: usize,
+    row_counts: &[usize],
+    tolerance: impl Fn(usize) -> f32,
+) {
     let values = rng.values(m * k, 1.0);
     let (tensor, w) = weight(cuda, "w", ty, &[k, m], &values);
     let wf = dequantized(&tensor, ty);
-    for n in ROW_COUNTS {
+    for &n in row_counts {
         let x = rng.values(n * k, 1.0);
         let want = product(&x, &wf, n, k, m);
         let got = cuda
@@ -97,9 +111,9 @@ fn check_products(cuda: &CudaBackend, rng: &mut Rng, ty: GgmlType, k: usize, m: 
             .unwrap();
         let diff = rel_diff(&got, &want);
         assert!(
-            diff <= tolerance(ty, n),
+            diff <= tolerance(n),
             "{ty} {m} × {k}, {n} rows: relative difference {diff:e} > {:e}",
-            tolerance(ty, n)
+            tolerance(n)
         );
     }
 }
@@ -142,25 +156,7 @@ fn tensor_core_slices_and_ragged_rows_match() {
     let mut rng = Rng::new(17);
     for ty in TENSOR_CORE_TYPES {
         for (k, m) in [(256, 1), (512, 63), (4352, 130), (1024, 192), (256, 20000)] {
-            let values = rng.values(m * k, 1.0);
-            let (tensor, w) = weight(&cuda, "w", ty, &[k, m], &values);
-            let wf = dequantized(&tensor, ty);
-            for n in [5, 9, 24, 40, 64] {
-                let x = rng.values(n * k, 1.0);
-                let want = product(&x, &wf, n, k, m);
-                let got = cuda
-                    .to_host(
-                        &cuda
-                            .matmul(&cuda.upload(n, k, x.clone()).unwrap(), &w)
-                            .unwrap(),
-                    )
-                    .unwrap();
-                let diff = rel_diff(&got, &want);
-                assert!(
-                    diff <= TOL_Q8,
-                    "{ty} {m} × {k}, {n} rows: relative difference {diff:e} > {TOL_Q8:e}"
-                );
-            }
+            check_products_within(&cuda, &mut rng, ty, k, m, &[5, 9, 24, 40, 64], |_| TOL_Q8);
         }
     }
 }

@@ -409,6 +409,22 @@ struct Products {
     int first_block[MAX_PRODUCTS];
 };
 
+// The product that block b of a launch over `ps` takes: its weight, output, rows and first
+// block, chosen with constant indices (a computed index into the parameter arrays would copy
+// them to local memory).
+struct Product {
+    const u8* w;
+    float* y;
+    int m, first;
+};
+__device__ __forceinline__ Product product_of_block(const Products& ps, int b) {
+    const int p = b >= ps.first_block[2] ? 2 : b >= ps.first_block[1] ? 1 : 0;
+    return Product{p == 2 ? ps.w[2] : p == 1 ? ps.w[1] : ps.w[0],
+                   p == 2 ? ps.y[2] : p == 1 ? ps.y[1] : ps.y[0],
+                   p == 2 ? ps.m[2] : p == 1 ? ps.m[1] : ps.m[0],
+                   p == 2 ? ps.first_block[2] : p == 1 ? ps.first_block[1] : 0};
+}
+
 // Chunks c, c + 32, ... (AHEAD of them, those below `chunks`) of each of the R rows.
 template <class T, int R, int AHEAD>
 __device__ __forceinline__ void load_chunks(typename T::Raw (&raw)[AHEAD][R],
@@ -428,14 +444,11 @@ __device__ __forceinline__ void matvec_q8(const Products& ps,
                                           const float2* __restrict__ xd,
                                           const u32* __restrict__ outliers, int cap, int k,
                                           long long row_bytes, int group) {
-    // The block's product, chosen with constant indices: a computed index into the parameter
-    // arrays would copy them to local memory.
     const int b = blockIdx.x;
-    const int p = b >= ps.first_block[2] ? 2 : b >= ps.first_block[1] ? 1 : 0;
-    const u8* __restrict__ w = p == 2 ? ps.w[2] : p == 1 ? ps.w[1] : ps.w[0];
-    float* __restrict__ y = p == 2 ? ps.y[2] : p == 1 ? ps.y[1] : ps.y[0];
-    const int m = p == 2 ? ps.m[2] : p == 1 ? ps.m[1] : ps.m[0];
-    const int first = p == 2 ? ps.first_block[2] : p == 1 ? ps.first_block[1] : 0;
+    const Product product = product_of_block(ps, b);
+    const u8* __restrict__ w = product.w;
+    float* __restrict__ y = product.y;
+    const int m = product.m, first = product.first;
     start_dependents();
     const int lane = threadIdx.x & 31;
     const int row0 = ((b - first) * WARPS + (threadIdx.x >> 5)) * R;

@@ -244,13 +244,11 @@ __device__ __forceinline__ void mmq_tc(const Products& ps, const signed char* __
                                        const u32* __restrict__ outliers, int cap, int k,
                                        long long row_bytes, int n, float4* __restrict__ partial,
                                        u32* __restrict__ counters) {
-    // The block's product, with constant indices as in matvec_q8.
     const int b = blockIdx.x;
-    const int p = b >= ps.first_block[2] ? 2 : b >= ps.first_block[1] ? 1 : 0;
-    const u8* __restrict__ w = p == 2 ? ps.w[2] : p == 1 ? ps.w[1] : ps.w[0];
-    float* __restrict__ y = p == 2 ? ps.y[2] : p == 1 ? ps.y[1] : ps.y[0];
-    const int m = p == 2 ? ps.m[2] : p == 1 ? ps.m[1] : ps.m[0];
-    const int first = p == 2 ? ps.first_block[2] : p == 1 ? ps.first_block[1] : 0;
+    const Product product = product_of_block(ps, b);
+    const u8* __restrict__ w = product.w;
+    float* __restrict__ y = product.y;
+    const int m = product.m, first = product.first;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, c = lane & 3;
     const int row0 = (b - first) * TC_ROWS + 16 * warp + g;  // and row0 + 8
