@@ -12,7 +12,8 @@
 //! Q4_K_M −1.4% (docs/benchmarks.md, sixth CUDA round). With the activations taken from the
 //! pool (`pool`), the step's edges are kernel to kernel, except those of the attention
 //! kernels, and the mat-vecs load their first weights before they wait: then it is on
-//! (docs/benchmarks.md, "CUDA backend: programmatic dependent launch with pooled activations").
+//! (docs/benchmarks.md, "CUDA backend: llama.cpp's CUDA backend in the same call, and
+//! programmatic dependent launch with pooled activations").
 //!
 //! cudarc's launch builder cannot set launch attributes, hence this one. Every kernel it
 //! launches with PDL must wait before it reads what an earlier kernel wrote and before it

@@ -115,15 +115,16 @@ impl CudaBackend {
         let n_sm = ctx
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(failed("new"))?;
+        let n_sm = usize::try_from(n_sm).unwrap_or(1).max(1);
         let pdl = launch::pdl_from_env(major);
         tracing::info!(device = ordinal, name = %device_name, arch = format!("{major}.{minor}"), n_sm, pdl, "cuda backend");
         Ok(CudaBackend {
             kernels: Kernels::load(&ctx, pdl)?,
-            matmul: Matmul::new(&ctx, pdl)?,
+            matmul: Matmul::new(&ctx, pdl, n_sm)?,
             rope_tables: RopeTables::default(),
             graphs: Graphs::from_env(),
             has_pdl: major >= 9,
-            n_sm: usize::try_from(n_sm).unwrap_or(1).max(1),
+            n_sm,
             device_name,
             pool: Pool::new(&stream),
             stream,

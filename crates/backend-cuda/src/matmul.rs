@@ -31,10 +31,10 @@
 use std::sync::{Arc, Mutex};
 
 use cudarc::cublas::{result as blas, sys as blas_sys, CudaBlas};
-use cudarc::driver::sys::{CUdevice_attribute, CUdeviceptr};
+use cudarc::driver::sys::CUdeviceptr;
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, CudaView, DevicePtr,
-    DevicePtrMut, DeviceRepr, LaunchConfig,
+    DevicePtrMut, DeviceRepr, LaunchConfig, SyncOnDrop,
 };
 use plumb_gguf::GgmlType;
 use plumb_model::Result;
@@ -286,7 +286,7 @@ pub(crate) struct Matmul {
 impl Matmul {
     /// Compiles (or takes from the disk cache) the kernels for `ctx`'s device, to be launched
     /// with programmatic dependent launch where `pdl` is set.
-    pub fn new(ctx: &Arc<CudaContext>, pdl: bool) -> Result<Matmul> {
+    pub fn new(ctx: &Arc<CudaContext>, pdl: bool, n_sm: usize) -> Result<Matmul> {
         const OP: &str = "load_module";
         let [matvec, dequant] = sources().map(|(name, source)| load_module(ctx, name, &source));
         let (matvec, dequant) = (matvec?, dequant?);
@@ -328,9 +328,6 @@ impl Matmul {
                 },
             });
         }
-        let n_sm = ctx
-            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-            .map_err(|e| error(OP, format!("multiprocessor count: {e}")))?;
         Ok(Matmul {
             types,
             x_to_f16: f(&dequant, "x_to_f16")?,
@@ -339,7 +336,7 @@ impl Matmul {
             gemm: Mutex::new(None),
             quantized: Mutex::new(None),
             slices: Mutex::new(None),
-            n_sm: usize::try_from(n_sm).unwrap_or(1).max(1),
+            n_sm,
             pdl,
         })
     }
@@ -516,26 +513,8 @@ impl Matmul {
             .iter()
             .position(|&t| t == tiles)
             .ok_or_else(|| error(OP, format!("no tensor-core kernel for {n} rows")))?;
-        let mut ps = Products {
-            w: [0; MAX_PRODUCTS],
-            y: [0; MAX_PRODUCTS],
-            m: [0; MAX_PRODUCTS],
-            first_block: [0; MAX_PRODUCTS],
-        };
-        // The guards order the buffers' other streams after the launch, as long as it is queued.
-        let mut guards = Vec::with_capacity(2 * products.len());
-        let (mut blocks, count) = (0, products.len());
-        for (p, (w, y)) in products.iter_mut().enumerate() {
-            let (wp, w_sync) = w.bytes.device_ptr(stream);
-            let (yp, y_sync) = y.device_ptr_mut(stream);
-            guards.extend([w_sync, y_sync]);
-            ps.w[p] = wp;
-            ps.y[p] = yp;
-            ps.m[p] = w.m as i32;
-            ps.first_block[p] = blocks as i32;
-            blocks += w.m.div_ceil(TC_ROWS);
-        }
-        ps.first_block[count..].fill(blocks as i32);
+        let (guards, bases) = product_addresses(stream, products);
+        let (ps, blocks) = launch_products(&bases, TC_ROWS, 0);
         let slices = (self.n_sm * TC_BLOCKS_PER_SM)
             .div_ceil(blocks)
             .clamp(1, (k / TC_K).min(TC_MAX_SLICES));
@@ -875,32 +854,9 @@ fn matvec_q8_launches(
         ),
     ];
     let record = 1 + 2 * q.cap as usize;
-    // The device addresses, and the guards that order their buffers' other streams after the
-    // launches, as long as the launches are queued.
-    let mut guards = Vec::with_capacity(2 * products.len());
-    let mut bases = Vec::with_capacity(products.len());
-    for (w, y) in products.iter_mut() {
-        let (wp, w_sync) = w.bytes.device_ptr(stream);
-        let (yp, y_sync) = y.device_ptr_mut(stream);
-        guards.extend([w_sync, y_sync]);
-        bases.push((wp, yp, w.m));
-    }
+    let (guards, bases) = product_addresses(stream, products);
     for (first, kernel, rows_per_warp, groups) in launches.into_iter().filter(|l| l.3 > 0) {
-        let mut ps = Products {
-            w: [0; MAX_PRODUCTS],
-            y: [0; MAX_PRODUCTS],
-            m: [0; MAX_PRODUCTS],
-            first_block: [0; MAX_PRODUCTS],
-        };
-        let mut blocks = 0;
-        for (p, &(wp, yp, m)) in bases.iter().enumerate() {
-            ps.w[p] = wp;
-            ps.y[p] = yp + (first * m * size_of::<f32>()) as CUdeviceptr;
-            ps.m[p] = m as i32;
-            ps.first_block[p] = blocks as i32;
-            blocks += m.div_ceil(MATVEC_WARPS * rows_per_warp);
-        }
-        ps.first_block[bases.len()..].fill(blocks as i32);
+        let (ps, blocks) = launch_products(&bases, MATVEC_WARPS * rows_per_warp, first);
         let qs = q.qs.slice(first * k..);
         let ds = q.ds.slice(first * 2 * (k / 32)..);
         let outliers = q.outliers.slice(first * record..);
@@ -927,6 +883,51 @@ fn matvec_q8_launches(
     }
     drop(guards);
     Ok(())
+}
+
+/// The device addresses of `products`' weights and outputs with their row counts, and the
+/// guards that order the buffers' other streams after the launches that read them, as long as
+/// those are queued.
+#[allow(clippy::type_complexity)]
+fn product_addresses<'a>(
+    stream: &'a CudaStream,
+    products: &'a mut [(&DeviceWeight, &mut CudaSlice<f32>)],
+) -> (Vec<SyncOnDrop<'a>>, Vec<(CUdeviceptr, CUdeviceptr, usize)>) {
+    let mut guards = Vec::with_capacity(2 * products.len());
+    let mut bases = Vec::with_capacity(products.len());
+    for (w, y) in products.iter_mut() {
+        let (wp, w_sync) = w.bytes.device_ptr(stream);
+        let (yp, y_sync) = y.device_ptr_mut(stream);
+        guards.extend([w_sync, y_sync]);
+        bases.push((wp, yp, w.m));
+    }
+    (guards, bases)
+}
+
+/// The kernels' `Products` for the products at `bases` (weight, output, rows), each taking
+/// blocks of `rows_per_block` weight rows one after another along the grid's x dimension, their
+/// outputs from activation row `first` on; and the grid's block count.
+fn launch_products(
+    bases: &[(CUdeviceptr, CUdeviceptr, usize)],
+    rows_per_block: usize,
+    first: usize,
+) -> (Products, usize) {
+    let mut ps = Products {
+        w: [0; MAX_PRODUCTS],
+        y: [0; MAX_PRODUCTS],
+        m: [0; MAX_PRODUCTS],
+        first_block: [0; MAX_PRODUCTS],
+    };
+    let mut blocks = 0;
+    for (p, &(wp, yp, m)) in bases.iter().enumerate() {
+        ps.w[p] = wp;
+        ps.y[p] = yp + (first * m * size_of::<f32>()) as CUdeviceptr;
+        ps.m[p] = m as i32;
+        ps.first_block[p] = blocks as i32;
+        blocks += m.div_ceil(rows_per_block);
+    }
+    ps.first_block[bases.len()..].fill(blocks as i32);
+    (ps, blocks)
 }
 
 /// The bytes of one row of `w`, after checking that its buffer holds all rows and the

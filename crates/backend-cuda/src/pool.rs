@@ -114,25 +114,26 @@ impl Pool {
         len: usize,
     ) -> Result<Buffer<T>> {
         let len = len.max(1);
-        let mode = self.state()?.mode;
+        let class = size_class(len * std::mem::size_of::<T>());
+        // One lock: the mode, and where it takes from the pool, its free buffer of the class.
+        let (mode, found) = {
+            let mut state = self.state()?;
+            let state = &mut *state;
+            let pop =
+                |map: &mut HashMap<usize, Vec<CUdeviceptr>>| map.get_mut(&class).and_then(Vec::pop);
+            let found = match state.mode {
+                Mode::Off => None,
+                Mode::Shared => pop(&mut state.free),
+                Mode::Recording => pop(&mut state.recorded).or_else(|| pop(&mut state.free)),
+            };
+            (state.mode, found)
+        };
         if mode == Mode::Off {
             // SAFETY: the caller vouches for the initialization.
             let slice = unsafe { self.stream.alloc::<T>(len) }.map_err(failed(op))?;
             return Ok(Buffer::own(slice));
         }
-        let class = size_class(len * std::mem::size_of::<T>());
         let recording = mode == Mode::Recording;
-        let found = {
-            let mut state = self.state()?;
-            let state = &mut *state;
-            let pop =
-                |map: &mut HashMap<usize, Vec<CUdeviceptr>>| map.get_mut(&class).and_then(Vec::pop);
-            if recording {
-                pop(&mut state.recorded).or_else(|| pop(&mut state.free))
-            } else {
-                pop(&mut state.free)
-            }
-        };
         let ptr = match found {
             Some(ptr) => ptr,
             // While recording, a new allocation would be the graph's own (an allocation
