@@ -449,7 +449,6 @@ __device__ __forceinline__ void matvec_q8(const Products& ps,
     const u8* __restrict__ w = product.w;
     float* __restrict__ y = product.y;
     const int m = product.m, first = product.first;
-    start_dependents();
     const int lane = threadIdx.x & 31;
     const int row0 = ((b - first) * WARPS + (threadIdx.x >> 5)) * R;
     const u8* rows[R];
@@ -477,6 +476,11 @@ __device__ __forceinline__ void matvec_q8(const Products& ps,
         for (int u = 0; u < AHEAD; u++)
             if (c + 32 * u < chunks) T::template dot<N, R>(raw[u], xq, xd, k, c + 32 * u, acc);
     }
+    // The next kernel is let in only now, when this block's weights are read. Let in at the
+    // start, the kernels after a product (its norm, then the next product, whose early loads
+    // take DRAM from this one) ran ahead of it: 7B Q4_0 tg128 447 – 448 tokens/s, 471 – 472
+    // with this (docs/benchmarks.md, fourth round).
+    start_dependents();
 #pragma unroll
     for (int r = 0; r < R; r++)
 #pragma unroll
