@@ -1,5 +1,5 @@
 //! Products with the stored weights, `y = x · Wᵀ`, and embedding lookups, straight from the
-//! GGUF blocks.
+//! GGUF blocks (Q6_K's as `q6_k_layout` repacks them).
 //!
 //! - A few rows (decoding, n ≤ 8; Q4_K and Q6_K n ≤ 3): matrix-vector kernels that stream the
 //!   weight once for all n rows. The types of the shipped models (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K,

@@ -36,7 +36,9 @@ __device__ __forceinline__ int minus32(u32 v) {
 // Chunks each lane loads ahead of their use, unless a type sets its own. ncu of a 7B Q4_K_M decode
 // step: Q4_K 9.6 µs a product with two, 12.0 with one; Q6_K 19.4 with two, 15.1 with one (then
 // GGUF's 210-byte blocks, which took 13 loads a chunk); four were slower for all (206.7 against
-// 245.5 tokens/s).
+// 245.5 tokens/s). Q6_K's aligned blocks (5 loads a chunk) keep one: its single-row V and
+// ffn_down products took 7.8 and 17.7 µs with one, 10.8 and 25.6 with two (7B tg128 442 against
+// 413 tokens/s; docs/benchmarks.md, "Q6_K weights 16-byte aligned").
 #define UQ 2
 #define UQ_Q4_0 UQ
 #define UQ_Q4_1 UQ
