@@ -26,15 +26,18 @@ mod nvrtc;
 mod ops;
 mod pass_inputs;
 mod pool;
+mod q6_k_layout;
 mod rope_table;
 mod tensor;
 mod weight;
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use cudarc::driver::{sys::CUdevice_attribute, CudaContext, CudaSlice, CudaStream};
 use plumb_backend_ref::Checks;
+use plumb_gguf::GgmlType;
 use plumb_model::{
     Activation, Activations, AttentionStep, Backend, BlockCopy, GatedFfnWeights, KvLayout,
     PassInputs, Projection, Result, Rope, WeightTensor, WeightUse,
@@ -282,14 +285,21 @@ impl Backend for CudaBackend {
                     ),
                 ));
             }
+            // Q6_K blocks go up repacked 16-byte aligned, as its kernels read them.
+            let data = match ty {
+                GgmlType::Q6_K => Cow::Owned(
+                    q6_k_layout::to_device_layout(tensor.bytes())
+                        .map_err(|e| error(OP, format!("tensor {name:?}: {e}")))?,
+                ),
+                _ => Cow::Borrowed(tensor.bytes()),
+            };
             // The kernels may read a few bytes past the last block (see WEIGHT_PADDING).
-            let data = tensor.bytes();
             let mut bytes = self
                 .stream
                 .alloc_zeros::<u8>(data.len() + matmul::WEIGHT_PADDING)
                 .map_err(failed(OP))?;
             self.stream
-                .memcpy_htod(data, &mut bytes.slice_mut(..data.len()))
+                .memcpy_htod(&data[..], &mut bytes.slice_mut(..data.len()))
                 .map_err(failed(OP))?;
             // A norm's output feeds products (Q/K/V, gate/up, the output head); which ones is
             // not known where the norm runs, so the norms quantize once any weight would take

@@ -1,5 +1,5 @@
 //! Products with the stored weights, `y = x · Wᵀ`, and embedding lookups, straight from the
-//! GGUF blocks.
+//! GGUF blocks (Q6_K's as `q6_k_layout` repacks them).
 //!
 //! - A few rows (decoding, n ≤ 8; Q4_K and Q6_K n ≤ 3): matrix-vector kernels that stream the
 //!   weight once for all n rows. The types of the shipped models (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K,
@@ -45,6 +45,7 @@ use crate::graphs::Scratch;
 use crate::kernels::PDL;
 use crate::launch::Launch;
 use crate::nvrtc::load_module;
+use crate::q6_k_layout;
 use crate::weight::DeviceWeight;
 
 /// Bytes of padding that every weight buffer needs past its data: the kernels read 2-byte
@@ -91,6 +92,7 @@ const X_TO_F16_THREADS: u32 = 1024;
 const TILE_ELEMENTS: usize = 1 << 25;
 
 const F16_HELPERS: &str = include_str!("kernels/f16.cuh");
+const WEIGHT_ROW: &str = include_str!("kernels/weight_row.cuh");
 const BLOCKS: &str = include_str!("kernels/blocks.cuh");
 
 /// The kernel sources of this module, by module name, as NVRTC compiles them.
@@ -99,7 +101,7 @@ pub(crate) fn sources() -> [(&'static str, String); 2] {
         (
             "matmul",
             format!(
-                "{PDL}{F16_HELPERS}{BLOCKS}{}{}{}{}{}{}",
+                "{PDL}{F16_HELPERS}{WEIGHT_ROW}{BLOCKS}{}{}{}{}{}{}",
                 include_str!("kernels/matmul.cu"),
                 include_str!("kernels/quantize_q8.cuh"),
                 include_str!("kernels/matvec_q8.cu"),
@@ -111,7 +113,7 @@ pub(crate) fn sources() -> [(&'static str, String); 2] {
         (
             "dequant",
             format!(
-                "{PDL}{F16_HELPERS}{BLOCKS}{}",
+                "{PDL}{F16_HELPERS}{WEIGHT_ROW}{BLOCKS}{}",
                 include_str!("kernels/dequant.cu")
             ),
         ),
@@ -638,6 +640,7 @@ impl Matmul {
                 launch
                     .arg(&w.bytes)
                     .arg(&row_bytes)
+                    .arg(&mi)
                     .arg(tile)
                     .arg(&ki)
                     .arg(&r0)
@@ -740,7 +743,7 @@ impl Matmul {
                 ),
             ));
         }
-        let k = w.k as i32;
+        let (k, m) = (w.k as i32, w.m as i32);
         let pieces = w.k / piece(w.ty);
         // The grid's y dimension (one output row each) stops at 65535.
         const MAX_ROWS: usize = 65535;
@@ -757,6 +760,7 @@ impl Matmul {
             launch
                 .arg(&w.bytes)
                 .arg(&row_bytes)
+                .arg(&m)
                 .arg(&ids)
                 .arg(&mut dst)
                 .arg(&k);
@@ -930,8 +934,9 @@ fn launch_products(
     (ps, blocks)
 }
 
-/// The bytes of one row of `w`, after checking that its buffer holds all rows and the
-/// padding and that its sizes fit the kernels' 32-bit arguments.
+/// The bytes from one row of `w` to the next, after checking that its buffer holds all rows
+/// and the padding and that its sizes fit the kernels' 32-bit arguments. A Q6_K row holds its
+/// blocks without their scales, which follow the last row (`q6_k_layout`).
 fn check_weight(op: &'static str, w: &DeviceWeight) -> Result<i64> {
     let (block, block_bytes) = (w.ty.block_size(), w.ty.block_bytes());
     if !w.k.is_multiple_of(block) {
@@ -940,8 +945,12 @@ fn check_weight(op: &'static str, w: &DeviceWeight) -> Result<i64> {
             format!("rows of {} are not whole {} blocks of {block}", w.k, w.ty),
         ));
     }
-    let row_bytes = w.k / block * block_bytes;
-    let needed = w.m * row_bytes + WEIGHT_PADDING;
+    let blocks = w.k / block;
+    let row_bytes = match w.ty {
+        GgmlType::Q6_K => blocks * q6_k_layout::QUANT_BYTES,
+        _ => blocks * block_bytes,
+    };
+    let needed = w.m * blocks * block_bytes + WEIGHT_PADDING;
     if w.bytes.len() < needed {
         return Err(error(
             op,

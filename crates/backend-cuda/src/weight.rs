@@ -3,8 +3,8 @@
 use cudarc::driver::CudaSlice;
 use plumb_gguf::GgmlType;
 
-/// A tensor's bytes in their GGUF block layout, uploaded once. GGUF shape `[k, m]`: `m` rows of
-/// `k` elements (a vector is one row).
+/// A tensor's bytes in their GGUF block layout (Q6_K's repacked, see `q6_k_layout`), uploaded
+/// once. GGUF shape `[k, m]`: `m` rows of `k` elements (a vector is one row).
 pub(crate) struct DeviceWeight {
     pub ty: GgmlType,
     pub k: usize,

@@ -123,8 +123,9 @@ fn every_type_matches_the_f64_product() {
     let cuda = require_cuda!();
     let mut rng = Rng::new(11);
     for ty in TYPES {
-        // 768 = 3 super-blocks: rows of Q6_K (630 bytes) and Q3_K (330) start 2 bytes off
-        // a 4-byte boundary every other row, Q8_0 rows (816) at every alignment of 16.
+        // 768 = 3 super-blocks: rows of Q3_K (330 bytes) start 2 bytes off a 4-byte boundary
+        // every other row, Q8_0 rows (816) at every alignment of 16; Q6_K's 37 rows of 3
+        // blocks (repacked: 624 bytes a row) put their scales' plane at 23,088 bytes.
         check_products(&cuda, &mut rng, ty, 768, 37);
     }
 }

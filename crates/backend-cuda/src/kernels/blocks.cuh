@@ -1,10 +1,11 @@
-// (After f16.cuh.) Dequantization of single GGUF blocks, bit-exact with
+// (After f16.cuh and weight_row.cuh.) Dequantization of single GGUF blocks, bit-exact with
 // plumb_ggml::dequantize_row (and so with ggml): the same f32 operations in the same order.
 // Products and sums are written with the _rn intrinsics, which the compiler never contracts into
 // FMAs (an FMA rounds once where ggml rounds twice).
 //
-// T::deq(block, p, y) makes the P consecutive elements Pp .. Pp + P of a block: 8 for the
-// quantized types (a piece of a block), 1 for the float types (whose rows may have any length).
+// T::deq(block, p, y) makes the P consecutive elements Pp .. Pp + P of a block (a Row from that
+// block on; the types other than Q6_K take its address): 8 for the quantized types (a piece of a
+// block), 1 for the float types (whose rows may have any length).
 // Shared by the dequantizing kernels (dequant.cu) and the 8-bit matrix-vector products
 // (matvec_q8.cu), which dequantize the weights that meet an activation outlier; in a namespace
 // of its own, since matmul.cu names its structs after the same types.
@@ -155,17 +156,19 @@ struct Q5_K {
     }
 };
 // Element 128h + 32s + l: low 4 bits in nibble s / 2 of ql[64h + 32(s % 2) + l], top 2 bits
-// at bits 2s of qh[32h + l], scale scales[8h + 2s + l / 16].
+// at bits 2s of qh[32h + l], scale scales[8h + 2s + l / 16]. The blocks as the backend uploads
+// them (weight_row.cuh): ql, qh and scales at b.q, d at b.d.
 struct Q6_K {
-    static constexpr int BE = 256, BB = 210, P = 8;
-    static __device__ void deq(const u8* b, int p, float* y) {
+    static constexpr int BE = 256, BB = 208, P = 8;
+    static __device__ void deq(const Row& b, int p, float* y) {
         const int h = p >> 4, s = (p >> 2) & 3, l0 = 8 * (p & 3);
-        const float d = rdh(b + 208);
-        const float ds = __fmul_rn(d, (float)(signed char)b[192 + 8 * h + 2 * s + l0 / 16]);
+        const u8* q = b.q;
+        const float d = rdh(b.d);
+        const float ds = __fmul_rn(d, (float)(signed char)q[192 + 8 * h + 2 * s + l0 / 16]);
         for (int i = 0; i < 8; i++) {
             const int l = l0 + i;
-            const int lo = (b[64 * h + 32 * (s & 1) + l] >> (4 * (s >> 1))) & 0xF;
-            const int hi = (b[128 + 32 * h + l] >> (2 * s)) & 3;
+            const int lo = (q[64 * h + 32 * (s & 1) + l] >> (4 * (s >> 1))) & 0xF;
+            const int hi = (q[128 + 32 * h + l] >> (2 * s)) & 3;
             y[i] = __fmul_rn(ds, (float)((lo | (hi << 4)) - 32));
         }
     }

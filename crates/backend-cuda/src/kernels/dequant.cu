@@ -1,4 +1,4 @@
-// (After pdl.cuh, f16.cuh and blocks.cuh.) Dequantizing kernels, bit-exact with
+// (After pdl.cuh, f16.cuh, weight_row.cuh and blocks.cuh.) Dequantizing kernels, bit-exact with
 // plumb_ggml::dequantize_row: embedding lookups (get_rows, f32 out) and the weight side of the
 // cuBLAS path (f16 out; f32 for BF16), each thread making one piece of P elements.
 //
@@ -7,16 +7,16 @@
 
 using namespace deq;
 
-// Piece `piece` (of k / P) of the row at `row`, into y.
+// Piece `piece` (of k / P) of `row`, into y.
 template <class T>
-__device__ __forceinline__ void piece(const u8* row, long long piece, float* y) {
+__device__ __forceinline__ void piece(const Row& row, long long piece, float* y) {
     constexpr int per_block = T::BE / T::P;
-    T::deq(row + (piece / per_block) * T::BB, (int)(piece % per_block), y);
+    T::deq(row.from_block(piece / per_block, T::BB), (int)(piece % per_block), y);
 }
 
-// out[i] = row rows[i] of w, f32. Grid: x over a row's pieces, y over the rows asked for.
+// out[i] = row rows[i] of w (m rows), f32. Grid: x over a row's pieces, y over the rows asked for.
 template <class T>
-__device__ __forceinline__ void get_rows(const u8* __restrict__ w, long long row_bytes,
+__device__ __forceinline__ void get_rows(const u8* __restrict__ w, long long row_bytes, int m,
                                          const u32* __restrict__ rows, float* __restrict__ out,
                                          int k) {
     start_dependents();
@@ -24,14 +24,14 @@ __device__ __forceinline__ void get_rows(const u8* __restrict__ w, long long row
     const long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= k / T::P) return;
     float y[T::P];
-    piece<T>(w + rows[blockIdx.y] * row_bytes, p, y);
+    piece<T>(weight_row<T::BB>(w, rows[blockIdx.y], m, row_bytes), p, y);
     float* o = out + (long long)blockIdx.y * k + p * T::P;
     for (int i = 0; i < T::P; i++) o[i] = y[i];
 }
 
-// out = rows [row0, row0 + n_rows) of w, row-major, as f16 (O = u16) or f32 (O = float).
+// out = rows [row0, row0 + n_rows) of w (m rows), row-major, as f16 (O = u16) or f32 (O = float).
 template <class T, class O>
-__device__ __forceinline__ void dequant(const u8* __restrict__ w, long long row_bytes,
+__device__ __forceinline__ void dequant(const u8* __restrict__ w, long long row_bytes, int m,
                                         O* __restrict__ out, int k, long long row0, long long n_rows) {
     start_dependents();
     wait_for_producers();
@@ -40,7 +40,7 @@ __device__ __forceinline__ void dequant(const u8* __restrict__ w, long long row_
     if (p >= n_rows * per_row) return;
     const long long r = p / per_row, i = p % per_row;
     float y[T::P];
-    piece<T>(w + (row0 + r) * row_bytes, i, y);
+    piece<T>(weight_row<T::BB>(w, row0 + r, m, row_bytes), i, y);
     O* o = out + r * k + i * T::P;
     if constexpr (sizeof(O) == 2 && T::P == 8) {
         // One 16-byte store (k is whole blocks, so o is 16-byte aligned): eight 2-byte
@@ -57,16 +57,16 @@ __device__ __forceinline__ void dequant(const u8* __restrict__ w, long long row_
     }
 }
 
-#define GET_ROWS(name, T)                                                                         \
-    extern "C" __global__ void get_rows_##name(const u8* w, long long row_bytes, const u32* rows, \
-                                               float* out, int k) {                               \
-        get_rows<T>(w, row_bytes, rows, out, k);                                                  \
+#define GET_ROWS(name, T)                                                                      \
+    extern "C" __global__ void get_rows_##name(const u8* w, long long row_bytes, int m,         \
+                                               const u32* rows, float* out, int k) {           \
+        get_rows<T>(w, row_bytes, m, rows, out, k);                                            \
     }
 #define DEQUANT(name, T)                                                                       \
     GET_ROWS(name, T)                                                                          \
-    extern "C" __global__ void dequant_##name(const u8* w, long long row_bytes, u16* out, int k, \
-                                              long long row0, long long n_rows) {              \
-        dequant<T, u16>(w, row_bytes, out, k, row0, n_rows);                                   \
+    extern "C" __global__ void dequant_##name(const u8* w, long long row_bytes, int m, u16* out, \
+                                              int k, long long row0, long long n_rows) {       \
+        dequant<T, u16>(w, row_bytes, m, out, k, row0, n_rows);                                \
     }
 
 DEQUANT(q4_0, Q4_0)
@@ -84,9 +84,9 @@ GET_ROWS(f16, F16)
 GET_ROWS(bf16, BF16)
 
 // BF16 weights go to cuBLAS as f32 (TF32 products), since f16 lacks their range.
-extern "C" __global__ void dequant_bf16(const u8* w, long long row_bytes, float* out, int k,
-                                            long long row0, long long n_rows) {
-    dequant<BF16, float>(w, row_bytes, out, k, row0, n_rows);
+extern "C" __global__ void dequant_bf16(const u8* w, long long row_bytes, int m, float* out,
+                                        int k, long long row0, long long n_rows) {
+    dequant<BF16, float>(w, row_bytes, m, out, k, row0, n_rows);
 }
 
 // Row blockIdx.x of x (n × k, f32) to f16, times 2^e with e chosen so that the row's largest

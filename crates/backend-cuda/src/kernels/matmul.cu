@@ -1,5 +1,6 @@
-// (After f16.cuh.) Matrix-vector products for decoding: y[n × m] = x[n × k] · Wᵀ for n ≤ 8, read straight from
-// the GGUF blocks of W, with f32 activations and f32 accumulation.
+// (After f16.cuh, weight_row.cuh and blocks.cuh.) Matrix-vector products for decoding:
+// y[n × m] = x[n × k] · Wᵀ for n ≤ 8, read straight from the blocks of W (GGUF's; Q6_K's as
+// weight_row.cuh says), with f32 activations and f32 accumulation.
 //
 // Each warp owns R consecutive rows of W. A row is cut into chunks of CH elements (a block, or
 // a fixed part of one); lane l takes chunks l, l + 32, ... so that the warp reads contiguous
@@ -33,6 +34,13 @@ __device__ __forceinline__ u32 ld32(const u8* p) {
 __device__ __forceinline__ u32 ld16(const u8* p) {
     unsigned short v;
     asm volatile("ld.global.nc.L1::evict_first.u16 %0, [%1];" : "=h"(v) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ uint2 ld64(const u8* p) {
+    uint2 v;
+    asm volatile("ld.global.nc.L1::evict_first.v2.u32 {%0, %1}, [%2];"
+                 : "=r"(v.x), "=r"(v.y)
+                 : "l"(p));
     return v;
 }
 __device__ __forceinline__ uint4 ld128(const u8* p) {
@@ -413,20 +421,19 @@ struct Q5_K {
 // 8 chunks of 32 per block: chunk c is half h = c / 4 at l0 = 8 (c % 4), the 8 elements
 // 128h + 32s + l0 + i for each s in 0..4. Element 128h + 32s + l has its low 4 bits in the low
 // (s < 2) or high nibble of ql[64h + 32(s % 2) + l] and its top 2 bits at bits 2s of
-// qh[32h + l]; its scale is scales[8h + 2s + l / 16].
+// qh[32h + l]; its scale is scales[8h + 2s + l / 16]. The blocks as the backend uploads them
+// (weight_row.cuh): 208 bytes of ql, qh and scales, 16-byte aligned, so that a chunk's four
+// 8-byte pieces are a load each, and d in the row's plane.
 struct Q6_K {
-    static constexpr int CH = 32, BB = 210;
+    static constexpr int CH = 32, BB = 208;
     struct Raw { u32 a[2], b[2], h[2], sc[2], d; };
-    static __device__ Raw load(const u8* row, int c) {
-        const u8* b = row + (c >> 3) * BB;
+    static __device__ Raw load(const Row& row, int c) {
+        const Row block = row.from_block(c >> 3, BB);
+        const u8* b = block.q;
         const int h = (c >> 2) & 1, l0 = 8 * (c & 3);
-        Raw r;
-        ld_a2<2>(b + 64 * h + l0, r.a);
-        ld_a2<2>(b + 64 * h + 32 + l0, r.b);
-        ld_a2<2>(b + 128 + 32 * h + l0, r.h);
-        ld_a2<2>(b + 192 + 8 * h, r.sc);
-        r.d = ld16(b + 208);
-        return r;
+        const uint2 a = ld64(b + 64 * h + l0), hb = ld64(b + 64 * h + 32 + l0);
+        const uint2 qh = ld64(b + 128 + 32 * h + l0), sc = ld64(b + 192 + 8 * h);
+        return Raw{{a.x, a.y}, {hb.x, hb.y}, {qh.x, qh.y}, {sc.x, sc.y}, ld16(block.d)};
     }
     template <int N, int R>
     static __device__ void dot(const Raw (&raw)[R], const float* x, int k, int c, float (&acc)[R][N]) {
@@ -640,9 +647,9 @@ __device__ __forceinline__ void matvec(const u8* __restrict__ w, const float* __
     const int lane = threadIdx.x & 31;
     const int row0 = (blockIdx.x * WARPS + (threadIdx.x >> 5)) * R;
     if (row0 >= m) return;
-    const u8* rows[R];
+    Row rows[R];
 #pragma unroll
-    for (int r = 0; r < R; r++) rows[r] = w + (long long)min(row0 + r, m - 1) * row_bytes;
+    for (int r = 0; r < R; r++) rows[r] = weight_row<T::BB>(w, min(row0 + r, m - 1), m, row_bytes);
     const int chunks = k / T::CH;
     float acc[R][N] = {};
     for (int c = lane; c < chunks; c += 32 * U) {

@@ -34,8 +34,11 @@ __device__ __forceinline__ int minus32(u32 v) {
 
 #define LO4 0x0F0F0F0Fu
 // Chunks each lane loads ahead of their use, unless a type sets its own. ncu of a 7B Q4_K_M decode
-// step: Q4_K 9.6 µs a product with two, 12.0 with one; Q6_K 19.4 with two, 15.1 with one (its
-// 210-byte blocks take 13 loads a chunk); four were slower for all (206.7 against 245.5 tokens/s).
+// step: Q4_K 9.6 µs a product with two, 12.0 with one; Q6_K 19.4 with two, 15.1 with one (then
+// GGUF's 210-byte blocks, which took 13 loads a chunk); four were slower for all (206.7 against
+// 245.5 tokens/s). Q6_K's aligned blocks (5 loads a chunk) keep one: its single-row V and
+// ffn_down products took 7.8 and 17.7 µs with one, 10.8 and 25.6 with two (7B tg128 442 against
+// 413 tokens/s; docs/benchmarks.md, "Q6_K weights 16-byte aligned").
 #define UQ 2
 #define UQ_Q4_0 UQ
 #define UQ_Q4_1 UQ
@@ -386,11 +389,11 @@ struct Q6_K_Q8 : Q6_K {
 
 // ---------------------------------------------------------------------------------- the kernel
 
-// Element `col` of the row at `row`, dequantized as dequant.cu does.
+// Element `col` of `row`, dequantized as dequant.cu does.
 template <class D>
-__device__ float weight_at(const u8* row, int col) {
+__device__ float weight_at(const Row& row, int col) {
     float y[D::P];
-    D::deq(row + (col / D::BE) * D::BB, (col % D::BE) / D::P, y);
+    D::deq(row.from_block(col / D::BE, D::BB), (col % D::BE) / D::P, y);
     return y[col % D::P];
 }
 
@@ -428,7 +431,7 @@ __device__ __forceinline__ Product product_of_block(const Products& ps, int b) {
 // Chunks c, c + 32, ... (AHEAD of them, those below `chunks`) of each of the R rows.
 template <class T, int R, int AHEAD>
 __device__ __forceinline__ void load_chunks(typename T::Raw (&raw)[AHEAD][R],
-                                            const u8* const (&rows)[R], int c, int chunks) {
+                                            const Row (&rows)[R], int c, int chunks) {
 #pragma unroll
     for (int u = 0; u < AHEAD; u++)
         if (c + 32 * u < chunks)
@@ -451,9 +454,10 @@ __device__ __forceinline__ void matvec_q8(const Products& ps,
     const int m = product.m, first = product.first;
     const int lane = threadIdx.x & 31;
     const int row0 = ((b - first) * WARPS + (threadIdx.x >> 5)) * R;
-    const u8* rows[R];
+    Row rows[R];
 #pragma unroll
-    for (int r = 0; r < R; r++) rows[r] = w + (long long)max(min(row0 + r, m - 1), 0) * row_bytes;
+    for (int r = 0; r < R; r++)
+        rows[r] = weight_row<T::BB>(w, max(min(row0 + r, m - 1), 0), m, row_bytes);
     const int chunks = k / T::CH;
     // A lane's first chunks are loaded before the wait: no kernel writes the weights, so with
     // programmatic dependent launch these loads overlap the kernel before this one.

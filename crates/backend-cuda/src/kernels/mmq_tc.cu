@@ -51,14 +51,6 @@ __device__ __forceinline__ void copy_async_8(void* dst, const void* src) {
                  "l"(src));
 }
 
-__device__ __forceinline__ uint2 ld64(const u8* p) {
-    uint2 v;
-    asm volatile("ld.global.nc.L1::evict_first.v2.u32 {%0, %1}, [%2];"
-                 : "=r"(v.x), "=r"(v.y)
-                 : "l"(p));
-    return v;
-}
-
 // An integer sum of fewer than 2^22 in magnitude as a float: the exponent trick of matmul.cu
 // (an add and a subtract at full rate, where I2F is a quarter-rate conversion on sm_90). A build
 // with I2F instead was 2-3% faster at 64 rows and within 1.2% at 4 and 16 in one call
@@ -111,11 +103,11 @@ struct Q4_K_TC {
         uint4 head[2];
         uint2 q[2][4];
     };
-    static __device__ Raw load(const u8* const (&rows)[2], int sb, int c) {
+    static __device__ Raw load(const Row (&rows)[2], int sb, int c) {
         Raw r;
 #pragma unroll
         for (int i = 0; i < 2; i++) {
-            const u8* b = rows[i] + (long long)sb * BB;
+            const u8* b = rows[i].q + (long long)sb * BB;
             r.head[i] = ld128(b);
 #pragma unroll
             for (int p = 0; p < 4; p++) r.q[i][p] = ld64(b + 16 + 32 * p + 8 * c);
@@ -165,10 +157,12 @@ struct Q4_K_TC {
 // scale is scales[8h + 2s + l / 16]. The two scales of a 32-block take one k16 product each
 // (the mma's own column order: lane c holds columns 4c.. of each half), and the two integer
 // sums meet, each times its scale, in one exact int (|Σ| < 2^24) before the f32 scaling.
-// The blocks lie 2-byte aligned: each word is two aligned loads and a funnel shift.
+// The blocks as the backend uploads them (weight_row.cuh): 208 bytes of ql, qh and scales,
+// 16-byte aligned, so that each word is one load and the scales one 16-byte load; d in the row's
+// plane.
 struct Q6_K_TC {
     using Deq = deq::Q6_K;
-    static constexpr int BB = 210;
+    static constexpr int BB = 208;
     static constexpr int STRIDE = TC_K + 16;  // 4-byte loads of rows 8 apart meet no bank twice
     struct Raw {
         u32 ql[2][8];  // [row][4h + 2(s % 2) + half]: ql bytes 16 (that index) + 4c ..
@@ -176,22 +170,22 @@ struct Q6_K_TC {
         u32 sc[2][4];
         u32 d[2];
     };
-    static __device__ u32 word(const u8* a, u32 shift, int offset) {
-        return __funnelshift_r(ld32(a + offset), ld32(a + offset + 4), shift);
-    }
-    static __device__ Raw load(const u8* const (&rows)[2], int sb, int c) {
+    static __device__ Raw load(const Row (&rows)[2], int sb, int c) {
         Raw r;
 #pragma unroll
         for (int i = 0; i < 2; i++) {
-            const u8* b = rows[i] + (long long)sb * BB;
-            const u8* a = (const u8*)((size_t)(b + 4 * c) & ~(size_t)3);
-            const u32 shift = ((u32)(size_t)b & 2u) * 8u;
+            const Row block = rows[i].from_block(sb, BB);
+            const u8* a = block.q + 4 * c;
 #pragma unroll
-            for (int w = 0; w < 8; w++) r.ql[i][w] = word(a, shift, 16 * w);
+            for (int w = 0; w < 8; w++) r.ql[i][w] = ld32(a + 16 * w);
 #pragma unroll
-            for (int w = 0; w < 4; w++) r.qh[i][w] = word(a, shift, 128 + 16 * w);
-            ld_a2<4>(b + 192, r.sc[i]);
-            r.d[i] = ld16(b + 208);
+            for (int w = 0; w < 4; w++) r.qh[i][w] = ld32(a + 128 + 16 * w);
+            const uint4 sc = ld128(block.q + 192);
+            r.sc[i][0] = sc.x;
+            r.sc[i][1] = sc.y;
+            r.sc[i][2] = sc.z;
+            r.sc[i][3] = sc.w;
+            r.d[i] = ld16(block.d);
         }
         return r;
     }
@@ -252,8 +246,8 @@ __device__ __forceinline__ void mmq_tc(const Products& ps, const signed char* __
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, c = lane & 3;
     const int row0 = (b - first) * TC_ROWS + 16 * warp + g;  // and row0 + 8
-    const u8* const rows[2] = {w + (long long)min(row0, m - 1) * row_bytes,
-                               w + (long long)min(row0 + 8, m - 1) * row_bytes};
+    const Row rows[2] = {weight_row<T::BB>(w, min(row0, m - 1), m, row_bytes),
+                         weight_row<T::BB>(w, min(row0 + 8, m - 1), m, row_bytes)};
     const int slices = gridDim.y, slice = blockIdx.y, blocks = k / TC_K;
     const int sb0 = slice * blocks / slices, sb1 = (slice + 1) * blocks / slices;
 
