@@ -248,6 +248,8 @@ mod tests {
     }
 
     /// Every kernel compiles for Hopper, where NVRTC is installed: no GPU is needed for it.
+    /// With `PLUMB_KERNELS` set, the cubins are stored there under the keys a Hopper GPU's
+    /// start looks for, so that a machine with one can start from kernels compiled here.
     #[test]
     fn every_kernel_compiles() {
         if let Err(e) = require_nvrtc() {
@@ -263,9 +265,7 @@ mod tests {
         let failures: Vec<String> = std::thread::scope(|scope| {
             let compiles: Vec<_> = sources
                 .iter()
-                .map(|(name, source)| {
-                    scope.spawn(move || compile(name, source, &options("sm_90a")).err())
-                })
+                .map(|(name, source)| scope.spawn(move || compile_into_cache(name, source).err()))
                 .collect();
             compiles
                 .into_iter()
@@ -274,5 +274,17 @@ mod tests {
                 .collect()
         });
         assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
+
+    /// `compile` for sm_90a, storing the cubin where `load_module` would look for it.
+    fn compile_into_cache(name: &str, source: &str) -> Result<()> {
+        let options = options("sm_90a");
+        let cubin = compile(name, source, &options)?;
+        if let Some(dir) = std::env::var_os(KERNELS_ENV).filter(|d| !d.is_empty()) {
+            let path =
+                PathBuf::from(dir).join(cache_file(name, source, &options, nvrtc_version()?));
+            store(&path, &cubin).map_err(|e| error(OP, format!("{}: {e}", path.display())))?;
+        }
+        Ok(())
     }
 }
