@@ -526,15 +526,17 @@ impl Matmul {
             .slices
             .lock()
             .map_err(|_| error(OP, "a previous product panicked"))?;
-        let fits = scratch
+        let have = scratch
             .as_ref()
-            .is_some_and(|s| s.partial.len() >= partial_len && s.counters.len() >= blocks);
-        if !fits {
+            .map_or((0, 0), |s| (s.partial.len(), s.counters.len()));
+        if let Some((partial_len, counters_len)) = grown_scratch(have, (partial_len, blocks)) {
             *scratch = None;
             *scratch = Some(SliceScratch {
                 // SAFETY: each slice writes the sums that the last one reads.
                 partial: unsafe { stream.alloc::<f32>(partial_len) }.map_err(failed(OP))?,
-                counters: stream.alloc_zeros::<u32>(blocks).map_err(failed(OP))?,
+                counters: stream
+                    .alloc_zeros::<u32>(counters_len)
+                    .map_err(failed(OP))?,
             });
         }
         let scratch = scratch.as_mut().expect("allocated above");
@@ -972,6 +974,17 @@ fn check_weight(op: &'static str, w: &DeviceWeight) -> Result<i64> {
     Ok(row_bytes as i64)
 }
 
+/// The lengths to which the slices' scratch (partial sums, counters) of lengths `have` must
+/// grow for a product that needs `need`, or `None` where it holds them: each the larger of the
+/// two, so that no product shrinks what another of the same pass needs. A step's first pass
+/// sizes the scratch for its recording (`graphs`), which fails if it is replaced; sized to the
+/// last product alone, a product that needed more partial sums but fewer counters than the one
+/// after it replaced it in every pass (an experiment with 3 blocks an SM at 64 rows failed
+/// every 7B step of 64 sequences so: the Q and K product before the output head's).
+fn grown_scratch(have: (usize, usize), need: (usize, usize)) -> Option<(usize, usize)> {
+    (have.0 < need.0 || have.1 < need.1).then(|| (have.0.max(need.0), have.1.max(need.1)))
+}
+
 /// `slot`'s buffer, reallocated first if it holds fewer than `len` elements.
 fn grow<'a, T: DeviceRepr>(
     stream: &Arc<CudaStream>,
@@ -984,4 +997,21 @@ fn grow<'a, T: DeviceRepr>(
         *slot = Some(unsafe { stream.alloc::<T>(len) }.map_err(failed("matmul"))?);
     }
     Ok(slot.as_mut().expect("allocated above"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_slices_scratch_only_grows() {
+        assert_eq!(grown_scratch((0, 0), (100, 8)), Some((100, 8)));
+        assert_eq!(grown_scratch((100, 8), (100, 8)), None);
+        assert_eq!(grown_scratch((100, 8), (50, 4)), None);
+        // More counters, fewer sums: the sums keep their length, so that the product that
+        // needed them fits again in the next pass.
+        assert_eq!(grown_scratch((100, 8), (50, 16)), Some((100, 16)));
+        assert_eq!(grown_scratch((100, 16), (100, 8)), None);
+        assert_eq!(grown_scratch((100, 16), (200, 8)), Some((200, 16)));
+    }
 }
