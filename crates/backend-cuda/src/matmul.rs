@@ -75,10 +75,16 @@ const TC_THREADS: u32 = 128;
 const TC_K: usize = 256;
 /// The counts of 8-row tiles that the tensor-core kernels are compiled for (`MMQ_TC_ALL`).
 const TC_TILES: [usize; 4] = [1, 2, 4, 8];
-/// The blocks per SM that the tensor-core kernels' slices aim at: a 4096-row weight has 64
-/// blocks of 64 rows, too few to keep every SM's loads in flight, and splits its super-blocks
-/// into slices until the grid has about this many blocks per SM.
-const TC_BLOCKS_PER_SM: usize = 2;
+/// The blocks per SM that the tensor-core kernels' slices aim at, by kernel (`TC_TILES`): a
+/// 4096-row weight has 64 blocks of 64 rows, too few to keep every SM's loads in flight, and
+/// splits its super-blocks into slices until the grid has about this many blocks per SM. With
+/// one tile a block's registers leave room for 4 blocks an SM, whose loads in flight the
+/// products need: an H200, 7B (8 layers) Q4_K_M, 4 sequences, 3,853 / 3,866 tokens/s with 2,
+/// 4,066 / 4,103 with 4, 4,072 / 4,008 with 8 (and 16 slices at most); TinyLlama 2,922 / 2,934,
+/// 3,012 / 3,033 and 2,911 / 2,848; the full 7B 1,147 / 1,155 against 1,050 / 1,061. With 2
+/// tiles 4 was slower on TinyLlama's 16 sequences (8,845 / 8,934 against 9,296 / 9,178;
+/// docs/benchmarks.md, fifth round).
+const TC_BLOCKS_PER_SM: [usize; 4] = [4, 2, 2, 2];
 /// The most slices of one product (each adds a partial sum that the last one reads).
 const TC_MAX_SLICES: usize = 8;
 /// Warps per block and weight rows per warp of the matrix-vector kernels (`WARPS`, `ROWS` in
@@ -517,7 +523,7 @@ impl Matmul {
             .ok_or_else(|| error(OP, format!("no tensor-core kernel for {n} rows")))?;
         let (guards, bases) = product_addresses(stream, products);
         let (ps, blocks) = launch_products(&bases, TC_ROWS, 0);
-        let slices = (self.n_sm * TC_BLOCKS_PER_SM)
+        let slices = (self.n_sm * TC_BLOCKS_PER_SM[kernel])
             .div_ceil(blocks)
             .clamp(1, (k / TC_K).min(TC_MAX_SLICES));
         // Each slice's block keeps 4 sums per thread and tile of 8 rows.
