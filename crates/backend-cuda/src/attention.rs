@@ -33,6 +33,15 @@ pub(crate) const PREFILL_HEAD_DIMS: [usize; 2] = [64, 128];
 /// (`attention_decode_*_*`).
 pub(crate) const DECODE_HEAD_DIMS: [usize; 3] = [64, 128, 256];
 pub(crate) const DECODE_HEADS: [usize; 4] = [1, 2, 4, 8];
+/// The positions that a decode step's tokens read in all (tokens times the most that one sees)
+/// up to which the flash-decoding kernel takes one query head a block, not all the heads that
+/// share a KV head. With few positions a block of a whole group (and a split of at least
+/// `CHUNK_QUANTUM` positions) leaves the GPU idle: TinyLlama (8 heads a KV head), an H200,
+/// tokens/s with one head a block against eight: tg128 1,099 – 1,100 against 1,022 – 1,027; 4
+/// and 16 sequences 3,181 – 3,232 and 9,804 – 10,137 against 3,043 – 3,069 and 9,167 – 9,181; at
+/// 4096 positions 907 – 937 against 898 (docs/benchmarks.md, fifth round). Above it the heads of
+/// a group share each key and value row read (not measured with one head a block).
+const ONE_HEAD_POSITIONS: usize = 8192;
 /// Tokens per run of one sequence from which a pass goes to the tensor-core kernel.
 const PROMPT_RUN: usize = 16;
 const MAX_HEAD_DIM: usize = 256;
@@ -184,7 +193,7 @@ impl Attention<'_> {
             scale: step.scale,
         };
         let group = step.n_head / shape.n_head_kv;
-        match path(hd_k, hd_v, group, places) {
+        match path(hd_k, hd_v, group, places, inputs.max_visible) {
             Path::Prompts { hd } => {
                 self.prompts(q, layer, positions, inputs, &args, hd, &mut out)?
             }
@@ -392,9 +401,9 @@ enum Path {
 
 /// The tensor-core kernel for passes whose tokens come in runs of one sequence at least
 /// `PROMPT_RUN` long on average (prompts: the keys a tile loads serve its many tokens), the
-/// flash-decoding kernel for the others (one token or a few per sequence), and the general
-/// kernel for head dimensions neither takes.
-fn path(hd_k: usize, hd_v: usize, group: usize, places: &[TokenPos]) -> Path {
+/// flash-decoding kernel for the others (one token or a few per sequence; each sees at most
+/// `max_visible` positions), and the general kernel for head dimensions neither takes.
+fn path(hd_k: usize, hd_v: usize, group: usize, places: &[TokenPos], max_visible: usize) -> Path {
     if hd_k != hd_v {
         return Path::General;
     }
@@ -406,11 +415,16 @@ fn path(hd_k: usize, hd_v: usize, group: usize, places: &[TokenPos]) -> Path {
     }
     match DECODE_HEAD_DIMS.iter().position(|&d| d == hd_k) {
         Some(hd) => {
-            // The fewest heads per block that hold the group, or the most there are.
-            let heads = DECODE_HEADS
-                .iter()
-                .position(|&h| h >= group)
-                .unwrap_or(DECODE_HEADS.len() - 1);
+            // One head a block for a step of few positions, else the fewest heads per block
+            // that hold the group, or the most there are.
+            let heads = if places.len() * max_visible <= ONE_HEAD_POSITIONS {
+                0
+            } else {
+                DECODE_HEADS
+                    .iter()
+                    .position(|&h| h >= group)
+                    .unwrap_or(DECODE_HEADS.len() - 1)
+            };
             Path::Decode { hd, heads }
         }
         None => Path::General,
@@ -430,25 +444,51 @@ mod tests {
     #[test]
     fn prompts_go_to_tensor_cores_and_decoding_to_flash_decoding() {
         let prompt = places(&[(0, 512)]);
-        assert_eq!(path(128, 128, 1, &prompt), Path::Prompts { hd: 1 });
+        assert_eq!(path(128, 128, 1, &prompt, 512), Path::Prompts { hd: 1 });
         assert_eq!(
-            path(64, 64, 8, &places(&[(0, 20), (1, 30)])),
+            path(64, 64, 8, &places(&[(0, 20), (1, 30)]), 30),
             Path::Prompts { hd: 0 }
         );
-        // One token of each of 64 sequences, or a few of each.
+        // One token of each of a few sequences, or a few of each, over long contexts.
         let decode = places(&[(0, 1), (1, 1), (2, 1), (3, 3)]);
-        assert_eq!(path(128, 128, 1, &decode), Path::Decode { hd: 1, heads: 0 });
-        assert_eq!(path(64, 64, 7, &decode), Path::Decode { hd: 0, heads: 3 });
-        assert_eq!(path(256, 256, 3, &decode), Path::Decode { hd: 2, heads: 2 });
+        let long = 4096;
         assert_eq!(
-            path(256, 256, 16, &decode),
+            path(128, 128, 1, &decode, long),
+            Path::Decode { hd: 1, heads: 0 }
+        );
+        assert_eq!(
+            path(64, 64, 7, &decode, long),
+            Path::Decode { hd: 0, heads: 3 }
+        );
+        assert_eq!(
+            path(256, 256, 3, &decode, long),
+            Path::Decode { hd: 2, heads: 2 }
+        );
+        assert_eq!(
+            path(256, 256, 16, &decode, long),
             Path::Decode { hd: 2, heads: 3 }
+        );
+        // Few positions in all: one head a block.
+        assert_eq!(
+            path(64, 64, 8, &decode, 256),
+            Path::Decode { hd: 0, heads: 0 }
+        );
+        assert_eq!(
+            path(64, 64, 8, &places(&[(0, 1)]), 8192),
+            Path::Decode { hd: 0, heads: 0 }
+        );
+        assert_eq!(
+            path(64, 64, 8, &places(&[(0, 1)]), 8193),
+            Path::Decode { hd: 0, heads: 3 }
         );
         // Tensor cores take no heads of 256; nothing but the general kernel takes 96, or K
         // and V of different widths.
-        assert_eq!(path(256, 256, 4, &prompt), Path::Decode { hd: 2, heads: 2 });
-        assert_eq!(path(96, 96, 1, &prompt), Path::General);
-        assert_eq!(path(128, 64, 1, &decode), Path::General);
+        assert_eq!(
+            path(256, 256, 4, &prompt, long),
+            Path::Decode { hd: 2, heads: 2 }
+        );
+        assert_eq!(path(96, 96, 1, &prompt, long), Path::General);
+        assert_eq!(path(128, 64, 1, &decode, long), Path::General);
     }
 
     #[test]
