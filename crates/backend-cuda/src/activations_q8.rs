@@ -26,8 +26,8 @@ const OUTLIER_FACTOR: f32 = 128.0;
 
 /// Threads per block of `quantize_q8` and of the kernels that quantize the rows they write, and
 /// the values each block quantizes (`QUANTIZE_THREADS`, `QUANTIZE_VALUES` in quantize_q8.cuh).
-const THREADS: u32 = 256;
-const VALUES_PER_BLOCK: usize = 256;
+const THREADS: u32 = 512;
+const VALUES_PER_BLOCK: usize = 512;
 
 /// The quantized rows of one activation tensor, in buffers reused from product to product on
 /// one stream.

@@ -9,8 +9,13 @@
 // all of them find the same threshold without a second launch; block 0 lists the row's
 // outliers; each warp then quantizes its block of 32.
 
-#define QUANTIZE_THREADS 256
-#define QUANTIZE_VALUES 256  // values that one block quantizes: 32 per warp
+// 512 threads a block: every block of a row gathers the whole row's magnitudes itself, in
+// batches of loads one L2 round trip each, and with 256 a 11008-value row took three. On an
+// H200 against 256 (tokens/s, same call): 7B Q4_K_M tg128 451 / 445 against 432 / 437; 4, 16
+// and 64 sequences +3 to 6%; TinyLlama +3 to 5%. With 1024 (64 registers at most) 7B tg128
+// was 429 / 431 (docs/benchmarks.md, fifth round).
+#define QUANTIZE_THREADS 512
+#define QUANTIZE_VALUES 512  // values that one block quantizes: 32 per warp
 
 __device__ __forceinline__ float q8_warp_sum(float v) {
 #pragma unroll
@@ -79,8 +84,12 @@ __device__ __forceinline__ float q8_threshold(float sum, float peak, int k, floa
 }
 
 // Block 0 of a row: lists the row's values above `threshold` in `out` ([count, column, value
-// bits, ...], at most cap of them); value(i) is the row's value i. `count` is a shared word
-// that the block zeroed before q8_threshold's synchronization.
+// bits, ...], at most cap of them), in column order; value(i) is the row's value i. `count` is a
+// shared word that the block zeroed before q8_threshold's synchronization. The warps find them
+// in any order; the products add them up in list order, so the list is sorted, lest a row's
+// product depend on how the warps were scheduled (unsorted, with 512 threads, where columns 37
+// and 300 fall to two warps, the fused test's bit-for-bit comparison of the gated FFN failed,
+// and the graph replays' comparison with steps run op by op).
 template <class Value>
 __device__ __forceinline__ void q8_list_outliers(Value value, int k, float threshold,
                                                  unsigned int* out, int cap,
@@ -97,6 +106,19 @@ __device__ __forceinline__ void q8_list_outliers(Value value, int k, float thres
             }
         }
         __syncthreads();
+        if (threadIdx.x == 0) {  // an insertion sort: a row has few of them
+            const unsigned int n = min(*count, (unsigned int)cap);
+            for (unsigned int a = 1; a < n; a++) {
+                const unsigned int column = out[1 + 2 * a], bits = out[2 + 2 * a];
+                unsigned int b = a;
+                for (; b > 0 && out[2 * b - 1] > column; b--) {
+                    out[1 + 2 * b] = out[2 * b - 1];
+                    out[2 + 2 * b] = out[2 * b];
+                }
+                out[1 + 2 * b] = column;
+                out[2 + 2 * b] = bits;
+            }
+        }
     }
     if (threadIdx.x == 0) out[0] = min(*count, (unsigned int)cap);
 }
