@@ -45,10 +45,15 @@ const ONE_HEAD_POSITIONS: usize = 8192;
 /// Tokens per run of one sequence from which a pass goes to the tensor-core kernel.
 const PROMPT_RUN: usize = 16;
 const MAX_HEAD_DIM: usize = 256;
-/// A split's positions are a multiple of this: fewer are not worth a split of their own
-/// (merging costs more than the parallelism gains), and the flash-decoding kernel stages 64,
-/// 32 or 16 positions at a time, so that no stage is cut short but the last.
-const CHUNK_QUANTUM: usize = 64;
+/// A split's positions are a multiple of this: fewer are not worth a split of their own, since
+/// several splits take `attention_combine`, a kernel more a layer; and the flash-decoding kernel
+/// stages 64, 32 or 16 positions at a time, so that no stage is cut short but the last. A
+/// recorded step rounds its context up to 256 positions (`pass_inputs`), which with 64 made
+/// every short context 4 splits and a combine: on an H200, TinyLlama Q4_K_M tg128 1,143 – 1,172
+/// tokens/s with 64, 1,123 – 1,164 with 128, 1,241 – 1,259 with 256; 4 sequences 3,209 – 3,305,
+/// 3,263 – 3,273 and 3,427 – 3,472; a 7B of 8 layers 1,464 – 1,470 and 1,503 – 1,512 with 256;
+/// at 4096 positions no slower (docs/benchmarks.md, fifth round).
+const CHUNK_QUANTUM: usize = 256;
 
 pub(crate) struct Attention<'a> {
     pub stream: &'a Arc<CudaStream>,
@@ -351,8 +356,7 @@ impl Attention<'_> {
     /// positions, each a multiple of it. Decoding is bound by how many key and value rows
     /// are in flight: fewer blocks leave multiprocessors idle, more queue behind the first
     /// wave (a 4096-position TinyLlama step in graphs was cut into 68 splits, 272 blocks where
-    /// 264 fit at once; now 34), and every split is one more state for `attention_combine`
-    /// to read.
+    /// 264 fit at once), and every split is one more state for `attention_combine` to read.
     fn splits(&self, pairs: usize, max_visible: usize, blocks_per_sm: usize) -> (usize, usize) {
         split_count(blocks_per_sm * self.n_sm, pairs, max_visible)
     }
@@ -493,15 +497,17 @@ mod tests {
 
     #[test]
     fn splits_fill_one_wave_of_blocks_in_whole_quanta() {
-        // A 4096-position TinyLlama step on an H200 (132 multiprocessors): 4 KV heads of 8
-        // query heads, 2 blocks a multiprocessor; the graph rounds the context to 4352.
-        assert_eq!(split_count(2 * 132, 4, 4352), (34, 128));
-        // Llama-2 7B: 32 heads, 6 blocks a multiprocessor.
-        assert_eq!(split_count(6 * 132, 32, 4352), (23, 192));
+        // 4 KV heads of 8 query heads on an H200 (132 multiprocessors), 2 blocks a
+        // multiprocessor, at 4096 positions (a graph rounds them to 4352).
+        assert_eq!(split_count(2 * 132, 4, 4352), (17, 256));
+        // 32 heads a block each, 6 blocks a multiprocessor.
+        assert_eq!(split_count(6 * 132, 32, 4352), (17, 256));
+        // A short context as a graph rounds it: one split, no combine.
+        assert_eq!(split_count(6 * 132, 32, 256), (1, 256));
         // A batch that fills the GPU alone, a short context, nothing visible.
         assert_eq!(split_count(264, 300, 4352), (1, 4352));
-        assert_eq!(split_count(264, 4, 100), (2, 64));
-        assert_eq!(split_count(264, 4, 0), (1, 64));
+        assert_eq!(split_count(264, 4, 1000), (4, 256));
+        assert_eq!(split_count(264, 4, 0), (1, 256));
         for (resident, pairs, visible) in [(264, 1, 1 << 20), (10_000, 3, 77_777), (7, 9, 5)] {
             let (n, chunk) = split_count(resident, pairs, visible);
             assert!(n * chunk >= visible && (n - 1) * chunk < visible.max(1));
