@@ -39,8 +39,9 @@ pub(crate) const DECODE_HEADS: [usize; 4] = [1, 2, 4, 8];
 /// `CHUNK_QUANTUM` positions) leaves the GPU idle: TinyLlama (8 heads a KV head), an H200,
 /// tokens/s with one head a block against eight: tg128 1,099 – 1,100 against 1,022 – 1,027; 4
 /// and 16 sequences 3,181 – 3,232 and 9,804 – 10,137 against 3,043 – 3,069 and 9,167 – 9,181; at
-/// 4096 positions 907 – 937 against 898 (docs/benchmarks.md, fifth round). Above it the heads of
-/// a group share each key and value row read (not measured with one head a block).
+/// 4096 positions 907 – 937 against 898 (docs/benchmarks.md, 2026-11-29, fifth round). Above
+/// it the heads of a group share each key and value row read (not measured with one head a
+/// block).
 const ONE_HEAD_POSITIONS: usize = 8192;
 /// Tokens per run of one sequence from which a pass goes to the tensor-core kernel.
 const PROMPT_RUN: usize = 16;
@@ -52,7 +53,7 @@ const MAX_HEAD_DIM: usize = 256;
 /// every short context 4 splits and a combine: on an H200, TinyLlama Q4_K_M tg128 1,143 – 1,172
 /// tokens/s with 64, 1,123 – 1,164 with 128, 1,241 – 1,259 with 256; 4 sequences 3,209 – 3,305,
 /// 3,263 – 3,273 and 3,427 – 3,472; a 7B of 8 layers 1,464 – 1,470 and 1,503 – 1,512 with 256;
-/// at 4096 positions no slower (docs/benchmarks.md, fifth round).
+/// at 4096 positions no slower (docs/benchmarks.md, 2026-11-29, fifth round).
 const CHUNK_QUANTUM: usize = 256;
 
 pub(crate) struct Attention<'a> {

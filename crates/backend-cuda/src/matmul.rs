@@ -83,7 +83,7 @@ const TC_TILES: [usize; 4] = [1, 2, 4, 8];
 /// 4,066 / 4,103 with 4, 4,072 / 4,008 with 8 (and 16 slices at most); TinyLlama 2,922 / 2,934,
 /// 3,012 / 3,033 and 2,911 / 2,848; the full 7B 1,147 / 1,155 against 1,050 / 1,061. With 2
 /// tiles 4 was slower on TinyLlama's 16 sequences (8,845 / 8,934 against 9,296 / 9,178;
-/// docs/benchmarks.md, fifth round).
+/// docs/benchmarks.md, 2026-11-29, fifth round).
 const TC_BLOCKS_PER_SM: [usize; 4] = [4, 2, 2, 2];
 /// The most slices of one product (each adds a partial sum that the last one reads).
 const TC_MAX_SLICES: usize = 8;

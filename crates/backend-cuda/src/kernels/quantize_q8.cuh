@@ -13,7 +13,7 @@
 // batches of loads one L2 round trip each, and with 256 a 11008-value row took three. On an
 // H200 against 256 (tokens/s, same call): 7B Q4_K_M tg128 451 / 445 against 432 / 437; 4, 16
 // and 64 sequences +3 to 6%; TinyLlama +3 to 5%. With 1024 (64 registers at most) 7B tg128
-// was 429 / 431 (docs/benchmarks.md, fifth round).
+// was 429 / 431 (docs/benchmarks.md, 2026-11-29, fifth round).
 #define QUANTIZE_THREADS 512
 #define QUANTIZE_VALUES 512  // values that one block quantizes: 32 per warp
 
