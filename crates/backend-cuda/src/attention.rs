@@ -454,44 +454,32 @@ mod tests {
             path(64, 64, 8, &places(&[(0, 20), (1, 30)]), 30),
             Path::Prompts { hd: 0 }
         );
-        // One token of each of a few sequences, or a few of each, over long contexts.
+        // One token of each of a few sequences or a few of each: (head dimension, group,
+        // tokens, the most positions one sees) and the kernel's (hd, heads).
         let decode = places(&[(0, 1), (1, 1), (2, 1), (3, 3)]);
+        let one = places(&[(0, 1)]);
         let long = 4096;
-        assert_eq!(
-            path(128, 128, 1, &decode, long),
-            Path::Decode { hd: 1, heads: 0 }
-        );
-        assert_eq!(
-            path(64, 64, 7, &decode, long),
-            Path::Decode { hd: 0, heads: 3 }
-        );
-        assert_eq!(
-            path(256, 256, 3, &decode, long),
-            Path::Decode { hd: 2, heads: 2 }
-        );
-        assert_eq!(
-            path(256, 256, 16, &decode, long),
-            Path::Decode { hd: 2, heads: 3 }
-        );
-        // Few positions in all: one head a block.
-        assert_eq!(
-            path(64, 64, 8, &decode, 256),
-            Path::Decode { hd: 0, heads: 0 }
-        );
-        assert_eq!(
-            path(64, 64, 8, &places(&[(0, 1)]), 8192),
-            Path::Decode { hd: 0, heads: 0 }
-        );
-        assert_eq!(
-            path(64, 64, 8, &places(&[(0, 1)]), 8193),
-            Path::Decode { hd: 0, heads: 3 }
-        );
-        // Tensor cores take no heads of 256; nothing but the general kernel takes 96, or K
-        // and V of different widths.
-        assert_eq!(
-            path(256, 256, 4, &prompt, long),
-            Path::Decode { hd: 2, heads: 2 }
-        );
+        for (dim, group, tokens, visible, hd, heads) in [
+            // Long contexts: the fewest heads a block that hold the group.
+            (128, 1, &decode, long, 1, 0),
+            (64, 7, &decode, long, 0, 3),
+            (256, 3, &decode, long, 2, 2),
+            (256, 16, &decode, long, 2, 3),
+            // Few positions in all: one head a block.
+            (64, 8, &decode, 256, 0, 0),
+            (64, 8, &one, 8192, 0, 0),
+            (64, 8, &one, 8193, 0, 3),
+            // Tensor cores take no heads of 256.
+            (256, 4, &prompt, long, 2, 2),
+        ] {
+            assert_eq!(
+                path(dim, dim, group, tokens, visible),
+                Path::Decode { hd, heads },
+                "heads of {dim}, groups of {group}, {} tokens seeing {visible}",
+                tokens.len()
+            );
+        }
+        // Nothing but the general kernel takes heads of 96, or K and V of different widths.
         assert_eq!(path(96, 96, 1, &prompt, long), Path::General);
         assert_eq!(path(128, 64, 1, &decode, long), Path::General);
     }
