@@ -25,10 +25,22 @@ export PLUMB_MODELS
 export CARGO_TARGET_WASM32_WASIP1_RUNNER="node --no-warnings --single-threaded-gc $root/tools/wasi-run.mjs"
 # WebAssembly aborts on panic, which loses a captured test's message: print it as it comes.
 export RUST_TEST_NOCAPTURE=1
+# Both runs name the same three packages, so that their dependencies resolve to the same
+# features and are compiled once: one package at a time, half, plumb-gguf, plumb-ggml and more
+# were compiled again for each. The target flags apply to every package named: --lib runs the
+# three crates' unit tests, each --test NAME the test of that name in whichever package has it.
 wasm_test() {
-    cargo test --release --target wasm32-wasip1 "$@"
+    cargo test --release --target wasm32-wasip1 -p plumb-ggml -p plumb-backend-cpu -p plumb-engine "$@"
 }
-wasm_test -p plumb-ggml "$@"
-wasm_test -p plumb-backend-cpu --lib "$@"
-wasm_test -p plumb-backend-cpu --test golden smollm2_on_cpu "$@"
-wasm_test -p plumb-engine --lib --test sampling "$@"
+# Every test and example of plumb-ggml (the examples compiled only, as plain cargo test -p
+# plumb-ggml does), the unit tests of all three, and the engine's sampler tests.
+ggml_targets=""
+for test in crates/ggml/tests/*.rs; do
+    ggml_targets="$ggml_targets --test $(basename "$test" .rs)"
+done
+for example in crates/ggml/examples/*.rs; do
+    ggml_targets="$ggml_targets --example $(basename "$example" .rs)"
+done
+# shellcheck disable=SC2086 # one word per flag
+wasm_test --lib $ggml_targets --test sampling "$@"
+wasm_test --test golden smollm2_on_cpu "$@"

@@ -30,7 +30,11 @@ const env = (name) => {
   return value;
 };
 const [CHROMIUM, PLUMB, MODEL, DIST] = ["CHROMIUM", "PLUMB", "MODEL", "DIST"].map(env);
-const N = 20;
+// 12 tokens: the prompt (38 tokens, the products of more than 4 tokens) and 11 decoding steps
+// (the mat-vec products, one token each), the last of which writes position 48, the first of
+// a new 16-position block of the KV cache. On SwiftShader on two idle cores the first token
+// came after 64 s and each decoding step took about 6 s more (20 tokens: 188 s in all).
+const N = 12;
 const PROMPT = "Write a haiku about the sea.";
 // Chromium's WebGPU on SwiftShader, its CPU Vulkan implementation, with no GPU needed.
 const WEBGPU_ARGS = ["--enable-unsafe-webgpu", "--enable-features=Vulkan", "--use-webgpu-adapter=swiftshader"];

@@ -248,16 +248,31 @@ mod tests {
     }
 
     /// Every kernel compiles for Hopper, where NVRTC is installed: no GPU is needed for it.
-    /// With `PLUMB_KERNELS` set, the cubins are stored there under the keys a Hopper GPU's
-    /// start looks for, so that a machine with one can start from kernels compiled here.
+    /// With `PLUMB_KERNELS` set, they are compiled as `load_module` compiles them and stored
+    /// there under the keys a Hopper GPU's start looks for, so that a machine with one can
+    /// start from kernels compiled here.
     #[test]
     fn every_kernel_compiles() {
         if let Err(e) = require_nvrtc() {
             plumb_testutil::skip(module_path!(), &format!("no NVRTC ({e})"));
             return;
         }
-        // One thread per module: NVRTC compiles separate programs concurrently, and the
-        // modules take minutes one after another on CI's two cores.
+        let cache = std::env::var_os(KERNELS_ENV)
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from);
+        // One thread per module: NVRTC compiles separate programs concurrently. Without a
+        // cache to fill, load_module's options with fewer optimizations
+        // (--Ofast-compile=mid): at full optimization the matmul module alone took 80 s on
+        // one core, NVRTC's front end and optimizer about half and ptxas the other half; at
+        // mid, 12 s. Every kernel still goes through the whole pipeline to sm_90a device
+        // code, so that C++ errors, PTX that ptxas rejects (an instruction or modifier that
+        // sm_90a lacks) and static limits (too much shared memory) still fail here; the CUDA
+        // tests on a GPU load them fully optimized.
+        let mut test_options = options("sm_90a");
+        if cache.is_none() {
+            test_options.push("--Ofast-compile=mid".into());
+        }
+        let (test_options, cache) = (&test_options, &cache);
         let sources: Vec<_> = crate::kernels::sources()
             .into_iter()
             .chain(crate::matmul::sources())
@@ -265,26 +280,35 @@ mod tests {
         let failures: Vec<String> = std::thread::scope(|scope| {
             let compiles: Vec<_> = sources
                 .iter()
-                .map(|(name, source)| scope.spawn(move || compile_into_cache(name, source).err()))
+                .map(|(name, source)| {
+                    scope.spawn(move || {
+                        let cubin = compile(name, source, test_options)?;
+                        match cache {
+                            Some(dir) => store_in(dir, name, source, test_options, &cubin),
+                            None => Ok(()),
+                        }
+                    })
+                })
                 .collect();
             compiles
                 .into_iter()
-                .filter_map(|c| c.join().expect("an NVRTC compile panicked"))
+                .filter_map(|c| c.join().expect("an NVRTC compile panicked").err())
                 .map(|e| e.to_string())
                 .collect()
         });
         assert!(failures.is_empty(), "{}", failures.join("\n"));
     }
 
-    /// `compile` for sm_90a, storing the cubin where `load_module` would look for it.
-    fn compile_into_cache(name: &str, source: &str) -> Result<()> {
-        let options = options("sm_90a");
-        let cubin = compile(name, source, &options)?;
-        if let Some(dir) = std::env::var_os(KERNELS_ENV).filter(|d| !d.is_empty()) {
-            let path =
-                PathBuf::from(dir).join(cache_file(name, source, &options, nvrtc_version()?));
-            store(&path, &cubin).map_err(|e| error(OP, format!("{}: {e}", path.display())))?;
-        }
-        Ok(())
+    /// Stores `cubin`, compiled from `source` with `options`, in `dir` where `load_module`
+    /// would look for it.
+    fn store_in(
+        dir: &Path,
+        name: &str,
+        source: &str,
+        options: &[String],
+        cubin: &[u8],
+    ) -> Result<()> {
+        let path = dir.join(cache_file(name, source, options, nvrtc_version()?));
+        store(&path, cubin).map_err(|e| error(OP, format!("{}: {e}", path.display())))
     }
 }
