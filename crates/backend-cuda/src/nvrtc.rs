@@ -70,10 +70,14 @@ fn options(arch: &str) -> Vec<String> {
 /// The kernel cache directory: `$PLUMB_KERNELS`, else `plumb/kernels` under the platform cache
 /// directory (`$XDG_CACHE_HOME` or `~/.cache` on Linux); none if neither is known.
 fn cache_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os(KERNELS_ENV).filter(|d| !d.is_empty()) {
-        return Some(PathBuf::from(dir));
-    }
-    dirs::cache_dir().map(|d| d.join("plumb").join("kernels"))
+    kernels_env_dir().or_else(|| dirs::cache_dir().map(|d| d.join("plumb").join("kernels")))
+}
+
+/// `$PLUMB_KERNELS`, where it is set and not empty.
+fn kernels_env_dir() -> Option<PathBuf> {
+    std::env::var_os(KERNELS_ENV)
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
 }
 
 fn cache_file(name: &str, source: &str, options: &[String], nvrtc: (c_int, c_int)) -> String {
@@ -257,9 +261,7 @@ mod tests {
             plumb_testutil::skip(module_path!(), &format!("no NVRTC ({e})"));
             return;
         }
-        let cache = std::env::var_os(KERNELS_ENV)
-            .filter(|d| !d.is_empty())
-            .map(PathBuf::from);
+        let cache = kernels_env_dir();
         // One thread per module: NVRTC compiles separate programs concurrently. Without a
         // cache to fill, load_module's options with fewer optimizations
         // (--Ofast-compile=mid): at full optimization the matmul module alone took 80 s on
