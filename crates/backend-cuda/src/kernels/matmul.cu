@@ -4,7 +4,7 @@
 //
 // Each warp owns R consecutive rows of W. A row is cut into chunks of CH elements (a block, or
 // a fixed part of one); lane l takes chunks l, l + 32, ... so that the warp reads contiguous
-// bytes, loads U chunks ahead of their use, dequantizes them in registers and multiplies them
+// bytes, loads MV_AHEAD chunks ahead of their use, dequantizes them in registers and multiplies them
 // with all n activation rows, so that each weight byte is read once for the n rows. Lanes'
 // partial sums meet in a shuffle reduction.
 //
@@ -636,23 +636,35 @@ struct F32 {
 // ---------------------------------------------------------------------------------- the kernel
 
 #define WARPS 4  // warps per block
-#define U 2      // chunks each lane loads ahead of their use
+#define MV_AHEAD 2  // chunks each lane loads ahead of their use
 #define ROWS 2   // rows per warp, which share each load of x
 
-template <class T, int N, int R>
+template <class T, int N, int R, int U>
 __device__ __forceinline__ void matvec(const u8* __restrict__ w, const float* __restrict__ x,
                                        float* __restrict__ y, int k, int m, long long row_bytes) {
-    start_dependents();
-    wait_for_producers();
     const int lane = threadIdx.x & 31;
     const int row0 = (blockIdx.x * WARPS + (threadIdx.x >> 5)) * R;
-    if (row0 >= m) return;
     Row rows[R];
 #pragma unroll
-    for (int r = 0; r < R; r++) rows[r] = weight_row<T::BB>(w, min(row0 + r, m - 1), m, row_bytes);
+    for (int r = 0; r < R; r++)
+        rows[r] = weight_row<T::BB>(w, max(min(row0 + r, m - 1), 0), m, row_bytes);
     const int chunks = k / T::CH;
+    // A lane's first chunks are loaded before the wait, as matvec_q8.cu's are: no kernel
+    // writes the weights.
+    typename T::Raw lead[U][R];
+    if (row0 < m)
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            if (lane + 32 * u < chunks)
+#pragma unroll
+                for (int r = 0; r < R; r++) lead[u][r] = T::load(rows[r], lane + 32 * u);
+    wait_for_producers();
+    if (row0 >= m) return;
     float acc[R][N] = {};
-    for (int c = lane; c < chunks; c += 32 * U) {
+#pragma unroll
+    for (int u = 0; u < U; u++)
+        if (lane + 32 * u < chunks) T::template dot<N, R>(lead[u], x, k, lane + 32 * u, acc);
+    for (int c = lane + 32 * U; c < chunks; c += 32 * U) {
         typename T::Raw raw[U][R];
 #pragma unroll
         for (int u = 0; u < U; u++)
@@ -663,6 +675,10 @@ __device__ __forceinline__ void matvec(const u8* __restrict__ w, const float* __
         for (int u = 0; u < U; u++)
             if (c + 32 * u < chunks) T::template dot<N, R>(raw[u], x, k, c + 32 * u, acc);
     }
+    // The next kernel is let in only when this block's weights are read, as in matvec_q8.cu.
+    // Let in at the start, with no loads before the wait, 7B F16 tg128 on an H200 ran at 200 –
+    // 202 tokens/s, and at 222 – 224 with both (docs/benchmarks.md, 2026-11-29, sixth round).
+    start_dependents();
 #pragma unroll
     for (int r = 0; r < R; r++)
 #pragma unroll
@@ -678,22 +694,24 @@ __device__ __forceinline__ void matvec(const u8* __restrict__ w, const float* __
     extern "C" __global__ void __launch_bounds__(32 * WARPS)                                   \
         mv_##name##_##N(const u8* __restrict__ w, const float* __restrict__ x,                 \
                         float* __restrict__ y, int k, int m, long long row_bytes) {             \
-        matvec<T, N, R>(w, x, y, k, m, row_bytes);                                             \
+        matvec<T, N, R, MV_AHEAD>(w, x, y, k, m, row_bytes);                                   \
     }
-#define MV_ALL(name, T, R) \
-    MV(name, T, 1, R) MV(name, T, 2, R) MV(name, T, 3, R) MV(name, T, 4, R) \
+// R1 rows a warp for a single activation row, R for more (`matvec_rows_per_warp` in matmul.rs
+// has the same numbers). Neither changes the order in which a row sums its chunks.
+#define MV_ALL(name, T, R1, R) \
+    MV(name, T, 1, R1) MV(name, T, 2, R) MV(name, T, 3, R) MV(name, T, 4, R) \
     MV(name, T, 5, R) MV(name, T, 6, R) MV(name, T, 7, R) MV(name, T, 8, R)
 
-MV_ALL(q4_0, Q4_0, ROWS)
-MV_ALL(q4_1, Q4_1, ROWS)
-MV_ALL(q5_0, Q5_0, ROWS)
-MV_ALL(q5_1, Q5_1, ROWS)
-MV_ALL(q8_0, Q8_0, ROWS)
-MV_ALL(q2_k, Q2_K, ROWS)
-MV_ALL(q3_k, Q3_K, ROWS)
-MV_ALL(q4_k, Q4_K, ROWS)
-MV_ALL(q5_k, Q5_K, ROWS)
-MV_ALL(q6_k, Q6_K, ROWS)
-MV_ALL(f16, F16, ROWS)
-MV_ALL(bf16, BF16, ROWS)
-MV_ALL(f32, F32, ROWS)
+MV_ALL(q4_0, Q4_0, ROWS, ROWS)
+MV_ALL(q4_1, Q4_1, ROWS, ROWS)
+MV_ALL(q5_0, Q5_0, ROWS, ROWS)
+MV_ALL(q5_1, Q5_1, ROWS, ROWS)
+MV_ALL(q8_0, Q8_0, ROWS, ROWS)
+MV_ALL(q2_k, Q2_K, ROWS, ROWS)
+MV_ALL(q3_k, Q3_K, ROWS, ROWS)
+MV_ALL(q4_k, Q4_K, ROWS, ROWS)
+MV_ALL(q5_k, Q5_K, ROWS, ROWS)
+MV_ALL(q6_k, Q6_K, ROWS, ROWS)
+MV_ALL(f16, F16, 1, ROWS)
+MV_ALL(bf16, BF16, 1, ROWS)
+MV_ALL(f32, F32, ROWS, ROWS)

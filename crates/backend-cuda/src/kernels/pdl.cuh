@@ -3,8 +3,9 @@
 // stream is still running (launch.rs), so that a decode step's small kernels need not pay a whole
 // launch each. Every kernel of these sources therefore:
 // - calls start_dependents(): the next kernel may then be launched once every block of this
-//   one has called it (or exited). Most call it first; the 8-bit mat-vecs (matvec_q8.cu) after
-//   their weights are read, so that the kernels after them do not run ahead into their loads;
+//   one has called it (or exited). Most call it first; the mat-vecs (matvec_q8.cu, matmul.cu)
+//   after their weights are read, so that the kernels after them do not run ahead into their
+//   loads;
 // - calls wait_for_producers() before it reads anything an earlier kernel wrote and before it
 //   writes anything at all (an earlier kernel may still read what it would overwrite), in every
 //   thread, unconditionally: it returns once every earlier kernel has finished and its writes
