@@ -29,6 +29,12 @@ const OUTLIER_FACTOR: f32 = 128.0;
 const THREADS: u32 = 512;
 const VALUES_PER_BLOCK: usize = 512;
 
+/// A counter a row for the kernels that quantize by slices (`q8_finish_slices` in
+/// quantize_q8.cuh), zero between launches: each launch's last block of a row resets it.
+pub(crate) fn slice_counters(stream: &Arc<CudaStream>) -> Result<CudaSlice<u32>> {
+    stream.alloc_zeros(Q8_MAX_ROWS).map_err(failed(OP))
+}
+
 /// The quantized rows of one activation tensor, in buffers reused from product to product on
 /// one stream.
 pub(crate) struct QuantizedRows {
@@ -93,6 +99,13 @@ impl QuantizedRows {
             cap: cap as i32,
             k,
         })
+    }
+
+    /// The (sum, peak) pairs of a kernel that quantizes n rows of k values by slices
+    /// (`q8_finish_slices` in quantize_q8.cuh): one a block, as f32 pairs.
+    pub fn slice_partials(pool: &Arc<Pool>, n: usize, k: usize) -> Result<Buffer<f32>> {
+        // SAFETY: every block writes its pair before the row's last block reads them all.
+        unsafe { pool.take(OP, 2 * n * k.div_ceil(VALUES_PER_BLOCK)) }
     }
 
     /// The grid of a kernel that quantizes n rows of k values: blocks of `THREADS` threads,

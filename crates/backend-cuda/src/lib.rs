@@ -75,6 +75,8 @@ pub struct CudaBackend {
     matmul: Matmul,
     rope_tables: RopeTables,
     graphs: Graphs,
+    /// A counter a row of the kernels that quantize by slices (`activations_q8`).
+    slice_counters: CudaSlice<u32>,
     /// Whether the device has programmatic dependent launch (Hopper and later).
     has_pdl: bool,
     n_sm: usize,
@@ -130,6 +132,7 @@ impl CudaBackend {
             n_sm,
             device_name,
             pool: Pool::new(&stream),
+            slice_counters: activations_q8::slice_counters(&stream)?,
             stream,
             norms_q8: AtomicBool::new(false),
         })
@@ -176,6 +179,7 @@ impl CudaBackend {
             stream: &self.stream,
             pool: &self.pool,
             kernels: &self.kernels,
+            slice_counters: &self.slice_counters,
         }
     }
 

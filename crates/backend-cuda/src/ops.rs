@@ -15,6 +15,8 @@ pub(crate) struct Ops<'a> {
     pub stream: &'a Arc<CudaStream>,
     pub pool: &'a Arc<Pool>,
     pub kernels: &'a Kernels,
+    /// The counters of the kernels that quantize by slices (`activations_q8::slice_counters`).
+    pub slice_counters: &'a CudaSlice<u32>,
 }
 
 impl Ops<'_> {
@@ -295,15 +297,23 @@ impl Ops<'_> {
                 .arg(ub)
                 .arg(&has_ub)
                 .arg(out.data_mut());
-            match &mut q {
-                Some(q) => {
+            let mut partials = match q {
+                Some(_) => Some(QuantizedRows::slice_partials(self.pool, rows, k)?),
+                None => None,
+            };
+            match (&mut q, &mut partials) {
+                (Some(q), Some(partials)) => {
                     launch.arg(&ki).arg(&act);
                     q.push_args(&mut launch);
+                    // The kernel writes the counters, which this handle does not own: they
+                    // are the backend's, on this stream, and left zero by every launch.
+                    launch.arg(&mut **partials).arg(self.slice_counters);
                     // SAFETY: gate, up and out hold rows × k values; each bias that is read
-                    // holds k; q rows of k.
+                    // holds k; q rows of k; partials a pair per block; the counters at least
+                    // `Q8_MAX_ROWS` ≥ rows words (`QuantizedRows::fit`).
                     unsafe { launch.run(QuantizedRows::grid(rows, k)) }.map_err(failed(OP))?;
                 }
-                None => {
+                _ => {
                     launch.arg(&width).arg(&act).arg(&n);
                     // SAFETY: gate, up and out hold n values in rows of width; each bias that
                     // is read holds width.

@@ -168,3 +168,90 @@ __device__ __forceinline__ void q8_finish(float sum, float peak, const float* mi
         q8_block(mine[32 * warp + lane], threshold, q.qs + (long long)row * k + 32 * b,
                  q.ds + (long long)row * (k / 32) + b);
 }
+
+// Quantizing by slices: for a kernel whose values are dear to compute (the gated activation),
+// every block computes only its slice of the row (QUANTIZE_VALUES values, one a thread), not
+// the whole row as q8_finish's callers do for the row's statistics. Each block quantizes its
+// slice as if the row had no outliers, then publishes the slice's magnitude sum and peak; the
+// last of the row's blocks to finish adds them up. Where the row's peak is clearly below the
+// outlier threshold, the bytes written are q8_finish's: with no value above the threshold, a
+// block quantizes its values as it would with none. Otherwise (a row with outliers, near ties,
+// NaN or infinity) the last block quantizes the whole row again as q8_finish does, the
+// threshold from q8_finish's sum, in q8_finish's order, so that both give the same bytes in
+// every case.
+//
+// The slices' sums are added in another order than q8_finish's, so the two means differ by a
+// few units in their last place (a sum of k magnitudes is off by at most k · 2^-24 of itself);
+// a peak at most 15/16 of the threshold from the slices' sums is below q8_finish's for rows
+// of up to 2^19 values.
+#define Q8_CLEAR_MARGIN (15.0f / 16.0f)
+
+// The end of a kernel that quantizes by slices: v is this thread's value (value
+// QUANTIZE_VALUES · blockIdx.x + threadIdx.x of row blockIdx.y, 0 past the row's end),
+// value(i) the row's value i, computed as v was. partials holds a (sum, peak) per block of
+// the grid; counters[row] is zero before the kernel and is left zero after it (the last block
+// resets it), so that the next launch, and a graph's next replay, find it so.
+template <class Value>
+__device__ __forceinline__ void q8_finish_slices(float v, Value value, int k, Q8Rows q,
+                                                 float2* partials, unsigned int* counters) {
+    static_assert(QUANTIZE_VALUES == QUANTIZE_THREADS, "a value a thread");
+    constexpr int n_warps = QUANTIZE_THREADS / 32;
+    __shared__ float slice_sum[n_warps], slice_max[n_warps];
+    __shared__ unsigned int count;
+    __shared__ int last, clear;
+    const int row = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const float none = __int_as_float(0x7f800000);
+    const int b = QUANTIZE_VALUES / 32 * blockIdx.x + warp;
+    if (b < k / 32)
+        q8_block(v, none, q.qs + (long long)row * k + 32 * b, q.ds + (long long)row * (k / 32) + b);
+    const float sum = q8_warp_sum(fabsf(v)), peak = q8_warp_max(fabsf(v));
+    if (lane == 0) {
+        slice_sum[warp] = sum;
+        slice_max[warp] = peak;
+    }
+    // Every thread's writes come before thread 0's fence and count (as a grid barrier's do).
+    __syncthreads();
+    float2* row_partials = partials + (long long)row * gridDim.x;
+    if (threadIdx.x == 0) {
+        float s = 0.0f, p = 0.0f;
+#pragma unroll
+        for (int w = 0; w < n_warps; w++) {
+            s += slice_sum[w];
+            p = fmaxf(p, slice_max[w]);
+        }
+        row_partials[blockIdx.x] = make_float2(s, p);
+        __threadfence();
+        last = atomicAdd(counters + row, 1u) == gridDim.x - 1;
+        count = 0;
+    }
+    __syncthreads();
+    if (!last) return;
+    if (threadIdx.x == 0) {
+        __threadfence();
+        float s = 0.0f, p = 0.0f;
+        for (unsigned int i = 0; i < gridDim.x; i++) {
+            const float2 part = row_partials[i];
+            s += part.x;
+            p = fmaxf(p, part.y);
+        }
+        const float mean = s / (float)k;
+        clear = isfinite(mean) && p <= q.factor * mean * Q8_CLEAR_MARGIN;
+        counters[row] = 0;
+    }
+    __syncthreads();
+    unsigned int* row_outliers = q.outliers + (long long)row * (1 + 2 * q.cap);
+    if (clear) {
+        if (threadIdx.x == 0) row_outliers[0] = 0;
+        return;
+    }
+    // The whole row as q8_finish quantizes it: its sum and peak over q8_batched_chunks's chunks
+    // in their order, its outliers, and every block of 32 again.
+    float s = 0.0f, p = 0.0f;
+    for (int i = 4 * (int)threadIdx.x; i < k; i += 4 * QUANTIZE_THREADS)
+        q8_add(make_float4(value(i), value(i + 1), value(i + 2), value(i + 3)), s, p);
+    const float threshold = q8_threshold(s, p, k, q.factor);
+    q8_list_outliers(value, k, threshold, row_outliers, q.cap, &count);
+    for (int bb = warp; bb < k / 32; bb += n_warps)
+        q8_block(value(32 * bb + lane), threshold, q.qs + (long long)row * k + 32 * bb,
+                 q.ds + (long long)row * (k / 32) + bb);
+}
