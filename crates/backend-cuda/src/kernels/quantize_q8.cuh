@@ -226,17 +226,23 @@ __device__ __forceinline__ void q8_finish_slices(float v, Value value, int k, Q8
     }
     __syncthreads();
     if (!last) return;
-    if (threadIdx.x == 0) {
+    // The slices' pairs, read by a warp at once (one thread read them in turn: 4.6 µs a
+    // launch of 7B's gated activation in ncu, 4.3 so).
+    if (warp == 0) {
         __threadfence();
         float s = 0.0f, p = 0.0f;
-        for (unsigned int i = 0; i < gridDim.x; i++) {
+        for (unsigned int i = lane; i < gridDim.x; i += 32) {
             const float2 part = row_partials[i];
             s += part.x;
             p = fmaxf(p, part.y);
         }
-        const float mean = s / (float)k;
-        clear = isfinite(mean) && p <= q.factor * mean * Q8_CLEAR_MARGIN;
-        counters[row] = 0;
+        s = q8_warp_sum(s);
+        p = q8_warp_max(p);
+        if (lane == 0) {
+            const float mean = s / (float)k;
+            clear = isfinite(mean) && p <= q.factor * mean * Q8_CLEAR_MARGIN;
+            counters[row] = 0;
+        }
     }
     __syncthreads();
     unsigned int* row_outliers = q.outliers + (long long)row * (1 + 2 * q.cap);
