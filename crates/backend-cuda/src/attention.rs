@@ -109,9 +109,9 @@ impl Attention<'_> {
         Ok(())
     }
 
-    /// RoPE on Q and K in place, then K and V into their slots of `layer`, in one launch;
-    /// the caller has checked the shapes and slots, that K's heads are `head_dim` wide and
-    /// that the rope rotates at least one pair.
+    /// RoPE on Q and K in place, then K and V into their slots of `layer`, in one launch
+    /// (with PDL where the backend uses it: launch.rs); the caller has checked the shapes and
+    /// slots, that K's heads are `head_dim` wide and that the rope rotates at least one pair.
     #[allow(clippy::too_many_arguments)]
     pub fn rope_store_kv(
         &self,
@@ -139,7 +139,9 @@ impl Attention<'_> {
             block_dim: (hd.next_multiple_of(32).min(256), 1, 1),
             shared_mem_bytes: 0,
         };
-        let mut launch = self.stream.launch_builder(&self.kernels.rope_store_kv);
+        let mut launch = self
+            .kernels
+            .launch(self.stream, &self.kernels.rope_store_kv);
         launch
             .arg(q.data_mut())
             .arg(k.data_mut())
@@ -157,7 +159,7 @@ impl Attention<'_> {
             .arg(&v_width);
         // SAFETY: Q, K and V hold n_tokens rows of whole heads; positions and slots hold
         // n_tokens entries, the slots in the layer; inv_freq holds n_rot / 2.
-        unsafe { launch.launch(cfg) }.map_err(failed("rope_store_kv"))?;
+        unsafe { launch.run(cfg) }.map_err(failed("rope_store_kv"))?;
         Ok((q, k))
     }
 

@@ -18,8 +18,12 @@
 //! cudarc's launch builder cannot set launch attributes, hence this one. Every kernel it
 //! launches with PDL must wait before it reads what an earlier kernel wrote and before it
 //! writes anything (pdl.cuh says why); kernels from other sources (cuBLAS, the attention
-//! kernels) are launched without the attribute and run after everything before them, as
-//! always.
+//! kernels but `rope_store_kv`) are launched without the attribute and run after everything
+//! before them, as always. (With every attention kernel under PDL, each letting the next one
+//! in at its start, a decode step was slower; `rope_store_kv` alone, which the flash-decoding
+//! kernel after it still waits for in full, gave 7B Q4_0 tg128 on an H200 513.2 – 514.9
+//! tokens/s against 510.6 – 513.1, and Q8_0 the same, in three alternated rounds;
+//! docs/benchmarks.md, 2026-11-29, sixth round.)
 
 use std::ffi::c_void;
 use std::marker::PhantomData;
