@@ -804,12 +804,11 @@ impl Gemm {
 }
 
 /// Weight rows per warp of the matrix-vector kernel `mv_*_{n}` for weights of type `ty` (R1 and
-/// R of `MV_ALL` in matmul.cu): one for a single f16 or bf16 activation row, whose weights are
-/// read at a quarter of a Q4_0 row's work per byte, so that the product is bound by the loads in
-/// flight: twice the warps of two rows. 7B F16 tg128 on an H200, tokens/s in one call: 221.5 /
-/// 221.6 with two rows a warp and 2 chunks ahead, 236.4 / 236.8 with one and 2, 230.7 / 232.0 one
-/// and 4, 218.4 / 218.6 one and 8, 211.6 / 213.5 two and 4 (docs/benchmarks.md, 2026-11-29,
-/// sixth round). BF16 has F16's loads and was not measured.
+/// R of `MV_ALL` in matmul.cu): one for a single f16 or bf16 activation row, which then has
+/// twice the warps, and loads in flight, of two rows. 7B F16 tg128 on an H200, tokens/s in one
+/// call: 221.5 / 221.6 with two rows a warp and 2 chunks ahead, 236.4 / 236.8 with one and 2,
+/// 230.7 / 232.0 one and 4, 218.4 / 218.6 one and 8, 211.6 / 213.5 two and 4
+/// (docs/benchmarks.md, 2026-11-29, sixth round). BF16 has F16's loads and was not measured.
 fn matvec_rows_per_warp(ty: GgmlType, n: usize) -> usize {
     match (ty, n) {
         (GgmlType::F16 | GgmlType::BF16, 1) => 1,

@@ -297,10 +297,11 @@ impl Ops<'_> {
                 .arg(ub)
                 .arg(&has_ub)
                 .arg(out.data_mut());
-            let mut partials = match q {
-                Some(_) => Some(QuantizedRows::slice_partials(self.pool, rows, k)?),
-                None => None,
-            };
+            // The slices' (sum, peak) pairs, taken before the launch that borrows them.
+            let mut partials = q
+                .as_ref()
+                .map(|_| QuantizedRows::slice_partials(self.pool, rows, k))
+                .transpose()?;
             match (&mut q, &mut partials) {
                 (Some(q), Some(partials)) => {
                     launch.arg(&ki).arg(&act);

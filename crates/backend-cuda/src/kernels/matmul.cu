@@ -4,9 +4,9 @@
 //
 // Each warp owns R consecutive rows of W. A row is cut into chunks of CH elements (a block, or
 // a fixed part of one); lane l takes chunks l, l + 32, ... so that the warp reads contiguous
-// bytes, loads MV_AHEAD chunks ahead of their use, dequantizes them in registers and multiplies them
-// with all n activation rows, so that each weight byte is read once for the n rows. Lanes'
-// partial sums meet in a shuffle reduction.
+// bytes, loads MV_AHEAD chunks ahead of their use, dequantizes them in registers and
+// multiplies them with all n activation rows, so that each weight byte is read once for the n
+// rows. Lanes' partial sums meet in a shuffle reduction.
 //
 // Quantized integers become floats without I2F (a quarter-rate conversion on sm_90): OR-ing an
 // integer v < 2^23 into the mantissa of 2^23 gives the float 2^23 + v, and one add (or one FMA
@@ -635,9 +635,9 @@ struct F32 {
 
 // ---------------------------------------------------------------------------------- the kernel
 
-#define WARPS 4  // warps per block
+#define WARPS 4     // warps per block
 #define MV_AHEAD 2  // chunks each lane loads ahead of their use
-#define ROWS 2   // rows per warp, which share each load of x
+#define ROWS 2      // rows per warp, which share each load of x
 
 template <class T, int N, int R, int U>
 __device__ __forceinline__ void matvec(const u8* __restrict__ w, const float* __restrict__ x,

@@ -83,8 +83,9 @@ __device__ __forceinline__ float q8_threshold(float sum, float peak, int k, floa
     return isfinite(mean) && peak > threshold ? threshold : __int_as_float(0x7f800000);
 }
 
-// Block 0 of a row: lists the row's values above `threshold` in `out` ([count, column, value
-// bits, ...], at most cap of them), in column order; value(i) is the row's value i. `count` is a
+// One block of a row (block 0 in q8_finish, the last in q8_finish_slices): lists the row's
+// values above `threshold` in `out` ([count, column, value bits, ...], at most cap of them), in
+// column order; value(i) is the row's value i. `count` is a
 // shared word that the block zeroed before q8_threshold's synchronization. The warps find them
 // in any order; the products add them up in list order, so the list is sorted, lest a row's
 // product depend on how the warps were scheduled (unsorted, with 512 threads, where columns 37
