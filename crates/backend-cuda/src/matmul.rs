@@ -214,6 +214,9 @@ fn matvec_fits(ty: GgmlType, k: usize) -> bool {
 struct Q8Kernels {
     /// `matvec[n - 1]` multiplies n rows.
     matvec: Vec<CudaFunction>,
+    /// A single row over a launch of at least `WIDE_ROWS` weight rows (`mvq_*_1_wide`), for
+    /// the types that have it.
+    single_wide: Option<CudaFunction>,
     /// Groups of 8 rows (`mmq_*`), `BATCH_ROWS_PER_WARP` weight rows a warp.
     batched: CudaFunction,
     /// `tensor_core[i]` multiplies up to 8 · 2^i rows on the tensor cores (`mmq_tc_*_{2^i}`);
@@ -222,6 +225,15 @@ struct Q8Kernels {
 }
 
 impl Q8Kernels {
+    /// The kernel for a single activation row over a launch of `rows` weight rows, and its
+    /// weight rows a warp.
+    fn single_row(&self, rows: usize) -> (&CudaFunction, usize) {
+        match &self.single_wide {
+            Some(wide) if rows >= WIDE_ROWS => (wide, WIDE_ROWS_PER_WARP),
+            _ => (&self.matvec[0], SINGLE_ROWS_PER_WARP),
+        }
+    }
+
     /// The most rows these kernels take.
     fn max_rows(&self) -> usize {
         match self.tensor_core.is_empty() {
@@ -231,13 +243,18 @@ impl Q8Kernels {
     }
 }
 
-/// Weight rows per warp of the 8-bit kernels for a single activation row (`mvq_*_1`; R1 of
-/// `MVQ_ALL` in matvec_q8.cu).
-fn single_row_rows_per_warp(ty: GgmlType) -> usize {
-    match ty {
-        GgmlType::Q4_0 | GgmlType::Q8_0 => 2,
-        _ => 1,
-    }
+/// Weight rows per warp of the 8-bit kernels for a single activation row: one in `mvq_*_1` (R1 of
+/// `MVQ_ALL` in matvec_q8.cu), `WIDE_ROWS_PER_WARP` in `mvq_*_1_wide` (W of `MVQ_WIDE`).
+const SINGLE_ROWS_PER_WARP: usize = 1;
+const WIDE_ROWS_PER_WARP: usize = 2;
+
+/// The launch's weight rows (all its products') from which a single activation row takes the
+/// wide kernel, where its type has one (see `MVQ_WIDE` in matvec_q8.cu for the sweep).
+const WIDE_ROWS: usize = 4096;
+
+/// Whether type `ty` has a wide single-row kernel (`mvq_*_1_wide`).
+fn has_wide_single_row(ty: GgmlType) -> bool {
+    matches!(ty, GgmlType::Q4_0 | GgmlType::Q8_0)
 }
 
 /// Weight rows per warp of the batched 8-bit kernels (`BATCH_ROWS` in matvec_q8.cu).
@@ -316,6 +333,10 @@ impl Matmul {
                         matvec: (1..=MATVEC_MAX_ROWS)
                             .map(|n| f(&matvec, &format!("mvq_{name}_{n}")))
                             .collect::<Result<_>>()?,
+                        single_wide: match has_wide_single_row(ty) {
+                            true => Some(f(&matvec, &format!("mvq_{name}_1_wide"))?),
+                            false => None,
+                        },
                         batched: f(&matvec, &format!("mmq_{name}"))?,
                         tensor_core: match has_tensor_core(ty) {
                             true => TC_TILES
@@ -866,16 +887,17 @@ fn matvec_q8_launches(
         ..=MATVEC_MAX_ROWS => (0, n),
         _ => (n / MATVEC_MAX_ROWS, n % MATVEC_MAX_ROWS),
     };
+    let (rest_kernel, rest_rows_per_warp) = match rest {
+        1 => kernels.single_row(products.iter().map(|(w, _)| w.m).sum()),
+        _ => (&kernels.matvec[rest.max(1) - 1], MATVEC_ROWS_PER_WARP),
+    };
     // (first row, kernel, weight rows a warp, groups) of each launch.
     let launches = [
         (0, &kernels.batched, BATCH_ROWS_PER_WARP, groups),
         (
             groups * MATVEC_MAX_ROWS,
-            &kernels.matvec[rest.max(1) - 1],
-            match rest {
-                1 => single_row_rows_per_warp(products[0].0.ty),
-                _ => MATVEC_ROWS_PER_WARP,
-            },
+            rest_kernel,
+            rest_rows_per_warp,
             usize::from(rest > 0),
         ),
     ];

@@ -147,6 +147,46 @@ fn long_rows_and_one_block_rows_match() {
     }
 }
 
+/// A single activation row takes one weight row a warp, and for Q4_0 and Q8_0 two from launches
+/// of 4096 weight rows on (`WIDE_ROWS` in matmul.rs), whose grid has half the blocks: each
+/// output row must be its own, with row counts just below and above that (the last warp's
+/// second row past the end), alone and as Q, K and V sharing a launch (4000, 50 and 47 rows:
+/// product boundaries inside a block of 8 rows).
+#[test]
+fn launches_of_many_rows_take_two_rows_a_warp() {
+    let cuda = require_cuda!();
+    let mut rng = Rng::new(18);
+    let k = 256;
+    for ty in [GgmlType::Q4_0, GgmlType::Q8_0] {
+        for m in [4095, 4097] {
+            check_products_within(&cuda, &mut rng, ty, k, m, &[1], |_| TOL_Q8);
+        }
+        let weights: Vec<_> = [4000, 50, 47]
+            .into_iter()
+            .map(|m| {
+                let (tensor, w) = weight(&cuda, "w", ty, &[k, m], &rng.values(m * k, 1.0));
+                (dequantized(&tensor, ty), w, m)
+            })
+            .collect();
+        let p = |i: usize| Projection {
+            weight: &weights[i].1,
+            bias: None,
+        };
+        let x = rng.values(k, 1.0);
+        let got = cuda
+            .qkv(&cuda.upload(1, k, x.clone()).unwrap(), p(0), p(1), p(2))
+            .unwrap();
+        for (i, (y, (wf, _, m))) in got.iter().zip(&weights).enumerate() {
+            let diff = rel_diff(&cuda.to_host(y).unwrap(), &product(&x, wf, 1, k, *m));
+            assert!(
+                diff <= TOL_Q8,
+                "{ty}, product {i} ({m} × {k}), one row: relative difference {diff:e} > \
+                 {TOL_Q8:e}"
+            );
+        }
+    }
+}
+
 /// The tensor-core kernels split a weight's super-blocks into slices when its blocks of 64 rows
 /// are few, and the last slice of a block adds the others' sums: weights of 1 to 3 blocks with
 /// rows of 1 to 17 super-blocks (slices of one and of several), ragged row counts, and a weight

@@ -507,20 +507,39 @@ __device__ __forceinline__ void matvec_q8(const Products& ps,
         matvec_q8<T, N, R, AHEAD>(ps, xq, xd, outliers, cap, k, row_bytes, 0);                 \
     }
 // A single activation row (decoding one sequence) takes R1 weight rows a warp and A1 chunks
-// ahead (`single_row_rows_per_warp` in matmul.rs has the same R1). Neither changes the order in
-// which a row sums its chunks, so one row gives the same bits whichever kernel multiplies it.
-// One row a warp had twice the warps of ROWS, so twice the loads in flight, where a product of
-// a few megabytes is bound by memory latency: 7B Q4_K_M tg128 with CUDA graphs 297.8 tokens/s
-// with 2 rows a warp, 323.0 with 1. A sweep on an H200 (7B tg128, tokens/s; the base is 1 row,
-// 2 ahead, Q6_K 1 ahead; docs/benchmarks.md, 2026-11-29): Q4_K 365-368 base, 378 with 1 ahead,
-// 349-357 with 2 or 4 rows, 344 with 4 ahead; Q4_0 388 base, 411 with 2 rows and 1 ahead, 402
-// with 2 and 2, 335 with 4 rows; Q8_0 (whole blocks) 303-312 base, 318 with 2 rows and 2 ahead,
-// 272 with 2 rows and 1 ahead; Q6_K no variant better than its base.
+// ahead; where a type has a wide kernel (MVQ_WIDE), launches of many weight rows take that
+// (`single_row_kernel` in matmul.rs chooses, and sizes the grid by the same rows a warp).
+// Neither changes the order in which a row sums its chunks, so one row gives the same bits
+// whichever kernel multiplies it. One row a warp had twice the warps of ROWS, so twice the
+// loads in flight, where a product of a few megabytes is bound by memory latency: 7B Q4_K_M
+// tg128 with CUDA graphs 297.8 tokens/s with 2 rows a warp, 323.0 with 1. A sweep on an H200
+// (7B tg128, tokens/s; the base is 1 row, 2 ahead, Q6_K 1 ahead; docs/benchmarks.md,
+// 2026-11-29): Q4_K 365-368 base, 378 with 1 ahead, 349-357 with 2 or 4 rows, 344 with 4 ahead;
+// Q6_K no variant better than its base. Q4_0 and Q8_0 were swept again once the mat-vecs loaded
+// their first chunks before waiting for the kernel before them (docs/benchmarks.md, seventh
+// round; tokens/s, TinyLlama and 7B): with 4 chunks ahead a lane loads its share of a 4096-wide
+// row before that wait. Q4_0 with 2 rows and 1 ahead (the base then) 1,270 – 1,332 and 500 – 510,
+// 1 row and 4 ahead 1,343 – 1,426 and 504 – 515, 2 rows and 4 ahead 1,321 – 1,353 and 520 – 526;
+// Q8_0 with 2 rows and 2 ahead 1,173 – 1,247 and 382 – 389, 1 and 4 1,224 – 1,286 and 381 – 390,
+// 2 and 4 1,201 – 1,237 and 388 – 392; 6 or 8 ahead were slower (Q8_0 7B 320 – 331). Two rows
+// a warp from launches of 4096 rows on, one below (TinyLlama: gate and up two, the rest one; 7B:
+// all two) took the best of both: Q4_0 1,452 – 1,455 and 515 – 521, Q8_0 1,223 – 1,247 and
+// 389 – 392. From 6144 or 12288 rows on, always or never, TinyLlama Q4_0 ran 1,319 – 1,437
+// and 7B Q8_0 378 – 388 where its launches changed; only TinyLlama Q8_0 gained (1,252 – 1,264
+// from 12288 on).
 #define MVQ_ALL(name, T, R1, A1)                                                                \
     MVQ(name, T, 1, R1, A1) MVQ(name, T, 2, ROWS, T::AHEAD) MVQ(name, T, 3, ROWS, T::AHEAD)  \
     MVQ(name, T, 4, ROWS, T::AHEAD) MVQ(name, T, 5, ROWS, T::AHEAD)                         \
     MVQ(name, T, 6, ROWS, T::AHEAD) MVQ(name, T, 7, ROWS, T::AHEAD)                         \
     MVQ(name, T, 8, ROWS, T::AHEAD)
+// A single activation row with W weight rows a warp and A chunks ahead (`WIDE_ROWS_PER_WARP` in
+// matmul.rs has the same W).
+#define MVQ_WIDE(name, T, W, A)                                                                \
+    extern "C" __global__ void __launch_bounds__(32 * WARPS) mvq_##name##_1_wide(              \
+        const Products ps, const signed char* __restrict__ xq, const float2* __restrict__ xd, \
+        const u32* __restrict__ outliers, int cap, int k, long long row_bytes) {               \
+        matvec_q8<T, 1, W, A>(ps, xq, xd, outliers, cap, k, row_bytes, 0);                     \
+    }
 
 // Batched decoding: the 8 activation rows of group blockIdx.y times BATCH_ROWS weight rows a
 // warp, each chunk loaded just before its use, so that a warp's load of an activation chunk
@@ -542,10 +561,12 @@ MMQ(q4_k, Q4_K_Q8)
 MMQ(q5_k, Q5_K_Q8)
 MMQ(q6_k, Q6_K_Q8)
 
-MVQ_ALL(q4_0, Q4_0_Q8, 2, 1)
+MVQ_ALL(q4_0, Q4_0_Q8, 1, 4)
+MVQ_WIDE(q4_0, Q4_0_Q8, 2, 4)
 MVQ_ALL(q4_1, Q4_1_Q8, 1, UQ_Q4_1)
 MVQ_ALL(q5_0, Q5_0_Q8, 1, UQ_Q5_0)
-MVQ_ALL(q8_0, Q8_0_Q8_Blocks, 2, 2)
+MVQ_ALL(q8_0, Q8_0_Q8_Blocks, 1, 4)
+MVQ_WIDE(q8_0, Q8_0_Q8_Blocks, 2, 4)
 MVQ_ALL(q4_k, Q4_K_Q8, 1, 1)
 MVQ_ALL(q5_k, Q5_K_Q8, 1, UQ_Q5_K)
 MVQ_ALL(q6_k, Q6_K_Q8, 1, UQ_Q6_K)
