@@ -161,29 +161,7 @@ fn launches_of_many_rows_take_two_rows_a_warp() {
         for m in [4095, 4097] {
             check_products_within(&cuda, &mut rng, ty, k, m, &[1], |_| TOL_Q8);
         }
-        let weights: Vec<_> = [4000, 50, 47]
-            .into_iter()
-            .map(|m| {
-                let (tensor, w) = weight(&cuda, "w", ty, &[k, m], &rng.values(m * k, 1.0));
-                (dequantized(&tensor, ty), w, m)
-            })
-            .collect();
-        let p = |i: usize| Projection {
-            weight: &weights[i].1,
-            bias: None,
-        };
-        let x = rng.values(k, 1.0);
-        let got = cuda
-            .qkv(&cuda.upload(1, k, x.clone()).unwrap(), p(0), p(1), p(2))
-            .unwrap();
-        for (i, (y, (wf, _, m))) in got.iter().zip(&weights).enumerate() {
-            let diff = rel_diff(&cuda.to_host(y).unwrap(), &product(&x, wf, 1, k, *m));
-            assert!(
-                diff <= TOL_Q8,
-                "{ty}, product {i} ({m} × {k}), one row: relative difference {diff:e} > \
-                 {TOL_Q8:e}"
-            );
-        }
+        check_qkv(&cuda, &mut rng, [ty; 3], [4000, 50, 47], k, &[1]);
     }
 }
 
@@ -211,38 +189,57 @@ fn tensor_core_slices_and_ragged_rows_match() {
 fn qkv_products_sharing_a_launch_match() {
     let cuda = require_cuda!();
     let mut rng = Rng::new(14);
-    let k = 768;
     for types in [
         [GgmlType::Q4_K; 3],
         [GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q6_K],
         [GgmlType::Q8_0; 3],
     ] {
-        let shapes = [37, 5, 11];
-        let weights: Vec<_> = types
-            .iter()
-            .zip(shapes)
-            .map(|(&ty, m)| {
-                let (tensor, w) = weight(&cuda, "w", ty, &[k, m], &rng.values(m * k, 1.0));
-                (dequantized(&tensor, ty), w, m)
-            })
-            .collect();
-        let p = |i: usize| Projection {
-            weight: &weights[i].1,
-            bias: None,
-        };
-        for n in [1, 2, 3, 8, 11, 16, 17, 64] {
-            let x = rng.values(n * k, 1.0);
-            let got = cuda
-                .qkv(&cuda.upload(n, k, x.clone()).unwrap(), p(0), p(1), p(2))
-                .unwrap();
-            for (i, (y, (wf, _, m))) in got.iter().zip(&weights).enumerate() {
-                let diff = rel_diff(&cuda.to_host(y).unwrap(), &product(&x, wf, n, k, *m));
-                assert!(
-                    diff <= TOL_Q8,
-                    "{types:?}, product {i} ({m} × {k}), {n} rows: relative difference \
-                     {diff:e} > {TOL_Q8:e}"
-                );
-            }
+        check_qkv(
+            &cuda,
+            &mut rng,
+            types,
+            [37, 5, 11],
+            768,
+            &[1, 2, 3, 8, 11, 16, 17, 64],
+        );
+    }
+}
+
+/// Checks Q, K and V of `types`, `shapes` rows of k each, through the backend's `qkv` (the
+/// products of one type sharing a launch), for each of `row_counts`: each output must be its own
+/// weight's product.
+fn check_qkv(
+    cuda: &CudaBackend,
+    rng: &mut Rng,
+    types: [GgmlType; 3],
+    shapes: [usize; 3],
+    k: usize,
+    row_counts: &[usize],
+) {
+    let weights: Vec<_> = types
+        .iter()
+        .zip(shapes)
+        .map(|(&ty, m)| {
+            let (tensor, w) = weight(cuda, "w", ty, &[k, m], &rng.values(m * k, 1.0));
+            (dequantized(&tensor, ty), w, m)
+        })
+        .collect();
+    let p = |i: usize| Projection {
+        weight: &weights[i].1,
+        bias: None,
+    };
+    for &n in row_counts {
+        let x = rng.values(n * k, 1.0);
+        let got = cuda
+            .qkv(&cuda.upload(n, k, x.clone()).unwrap(), p(0), p(1), p(2))
+            .unwrap();
+        for (i, (y, (wf, _, m))) in got.iter().zip(&weights).enumerate() {
+            let diff = rel_diff(&cuda.to_host(y).unwrap(), &product(&x, wf, n, k, *m));
+            assert!(
+                diff <= TOL_Q8,
+                "{types:?}, product {i} ({m} × {k}), {n} rows: relative difference {diff:e} > \
+                 {TOL_Q8:e}"
+            );
         }
     }
 }
