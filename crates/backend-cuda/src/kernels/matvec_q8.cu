@@ -508,7 +508,7 @@ __device__ __forceinline__ void matvec_q8(const Products& ps,
     }
 // A single activation row (decoding one sequence) takes R1 weight rows a warp and A1 chunks
 // ahead; where a type has a wide kernel (MVQ_WIDE), launches of many weight rows take that
-// (`single_row_kernel` in matmul.rs chooses, and sizes the grid by the same rows a warp).
+// (`Q8Kernels::single_row` in matmul.rs chooses, and the grid is sized by its rows a warp).
 // Neither changes the order in which a row sums its chunks, so one row gives the same bits
 // whichever kernel multiplies it. One row a warp had twice the warps of ROWS, so twice the
 // loads in flight, where a product of a few megabytes is bound by memory latency: 7B Q4_K_M
