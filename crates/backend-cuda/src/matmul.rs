@@ -1045,6 +1045,18 @@ fn grow<'a, T: DeviceRepr>(
 mod tests {
     use super::*;
 
+    /// The GPU test `launches_of_many_rows_take_two_rows_a_warp` (tests/matmul.rs) covers both
+    /// single-row grids only while its shapes lie on both sides of `WIDE_ROWS`: weights of 4095
+    /// and 4097 rows, and Q, K and V of 4000, 50 and 47 rows in one launch, of Q4_0 and Q8_0.
+    #[test]
+    fn the_wide_kernels_test_shapes_straddle_wide_rows() {
+        const { assert!(4095 < WIDE_ROWS && WIDE_ROWS <= 4097) };
+        const { assert!(4000 + 50 + 47 >= WIDE_ROWS) };
+        assert!([GgmlType::Q4_0, GgmlType::Q8_0]
+            .into_iter()
+            .all(has_wide_single_row));
+    }
+
     #[test]
     fn the_slices_scratch_only_grows() {
         assert_eq!(grown_scratch((0, 0), (100, 8)), Some((100, 8)));
