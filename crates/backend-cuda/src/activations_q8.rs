@@ -1,7 +1,7 @@
 //! Activation rows quantized to 8 bits on the device, for the dp4a matrix-vector kernels
-//! (`kernels/matvec_q8.cu`) and the int8 tensor-core kernels (`kernels/mmq_tc.cu`): blocks of
-//! 32 int8 values with a scale and a sum each, and each row's outliers split off first, as the
-//! cpu backend does (`crates/backend-cpu/src/outliers.rs`), so that a value in the thousands
+//! (`kernels/matvec_q8.cu`) and the tensor-core kernels (`kernels/mmq_tc.cu`,
+//! `kernels/mmq_f16.cu`): blocks of 32 int8 values with a scale and a sum each, and each row's
+//! outliers split off first, as the cpu backend does (`crates/backend-cpu/src/outliers.rs`), so that a value in the thousands
 //! does not round its neighbours to zero.
 //!
 //! `quantize_q8` makes them for a product; in a decode step the norms and the gated

@@ -9,14 +9,15 @@
 //!   8-bit rows that the norm or gated activation which wrote the activations made of them. The
 //!   other types dequantize in registers and multiply with the f32 activations
 //!   (`kernels/matmul.cu`).
-//! - Batched decoding (4 to 64 rows) with Q4_K and Q6_K weights: int8 tensor-core products of
-//!   the weights' quants with the same 8-bit activation rows (`kernels/mmq_tc.cu`), the rows in
-//!   shared memory and each weight byte read once for all of them, the super-blocks split into
-//!   slices where a weight has too few blocks of rows for the SMs. On an H200 (7B Q4_K_M,
-//!   tokens/s of 4 / 16 / 64 sequences): 1,084 / 2,982 / 4,520 against 981 / 1,505 / 4,228
-//!   with the mat-vecs and cuBLAS. TinyLlama's 64 sequences were faster with cuBLAS (14,355 –
-//!   14,800 against 13,283 – 13,805): at 64 rows these kernels are bound by the f32 scaling of
-//!   each 32-value step, not by DRAM (docs/benchmarks.md, 2026-11-29).
+//! - Batched decoding (4 to 64 rows) with Q4_K and Q6_K weights: tensor-core products with the
+//!   same 8-bit activation rows, the rows in shared memory and each weight byte read once for
+//!   all of them, the super-blocks split into slices where a weight has too few blocks of rows
+//!   for the SMs. Up to 16 rows int8 products of the weights' quants (`kernels/mmq_tc.cu`), each
+//!   32-value step's sum scaled in f32; on an H200 (7B Q4_K_M, tokens/s of 4 / 16 / 64
+//!   sequences): 1,084 / 2,982 / 4,520 against 981 / 1,505 / 4,228 with the mat-vecs and cuBLAS
+//!   (docs/benchmarks.md, 2026-11-29). At 64 rows that scaling bounds them, so from 17 rows
+//!   the weights are dequantized to f16 in registers instead and meet the 8-bit rows written as
+//!   f16 (`kernels/mmq_f16.cu`; `TC_F16_MIN_TILES`).
 //! - Batched decoding (9 to 16 rows) with the other five types: the 8-bit kernels on groups of
 //!   8 rows, with 4 weight rows a warp so that each load of activations serves more products,
 //!   which stream the weight once per group. From 32 rows on, the dequantize + cuBLAS path below
@@ -31,7 +32,7 @@
 use std::sync::{Arc, Mutex};
 
 use cudarc::cublas::{result as blas, sys as blas_sys, CudaBlas};
-use cudarc::driver::sys::CUdeviceptr;
+use cudarc::driver::sys::{CUdeviceptr, CUfunction_attribute};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, CudaView, DevicePtr,
     DevicePtrMut, DeviceRepr, LaunchConfig, SyncOnDrop,
@@ -87,6 +88,25 @@ const TC_TILES: [usize; 4] = [1, 2, 4, 8];
 const TC_BLOCKS_PER_SM: [usize; 4] = [4, 2, 2, 2];
 /// The most slices of one product (each adds a partial sum that the last one reads).
 const TC_MAX_SLICES: usize = 8;
+/// The tile counts (`TC_TILES`) for which the types with tensor-core kernels also have kernels
+/// that dequantize the weights to f16 (`mmq_f16_*` in mmq_f16.cu), and the least of them that
+/// takes those: 17 – 64 rows. They need the rows in f16 (`q8_to_f16`, a launch of its own) but
+/// scale a step's sums with the weights, once for all tiles of rows. On an H200
+/// (docs/benchmarks.md, 2026-11-30), 7B Q4_K_M, tokens/s of 32 / 64 sequences: 4,318 – 4,338 /
+/// 5,557 – 5,604 on the int8 kernels, 5,095 – 5,158 / 6,000 – 6,111 with these; TinyLlama 12,617
+/// – 13,405 / 16,043 – 16,920 against 13,244 – 13,652 / 16,645 – 17,259; ncu of a 7B step of 64
+/// (8 layers): 275 µs a layer in the int8 products, 222 in these and 15 in `q8_to_f16`.
+const TC_F16_TILES: [usize; 2] = [4, 8];
+const TC_F16_MIN_TILES: usize = 4;
+/// Threads a block of `q8_to_f16`, 8 values each (`Q8_TO_F16_THREADS` in mmq_f16.cu).
+const Q8_TO_F16_THREADS: u32 = 256;
+/// The f16 kernels' shared memory: a ring of `F16_STAGES` stages of half a super-block (`F16_K`
+/// values) of each of 8 rows a tile, `F16_STRIDE` f16 values a row (mmq_f16.cu).
+const F16_STAGES: usize = 3;
+const F16_STRIDE: usize = 128 + 32;
+fn f16_shared_bytes(tiles: usize) -> usize {
+    F16_STAGES * 8 * tiles * F16_STRIDE * size_of::<u16>()
+}
 /// Warps per block and weight rows per warp of the matrix-vector kernels (`WARPS`, `ROWS` in
 /// matmul.cu).
 const MATVEC_WARPS: usize = 4;
@@ -107,13 +127,14 @@ pub(crate) fn sources() -> [(&'static str, String); 2] {
         (
             "matmul",
             format!(
-                "{PDL}{F16_HELPERS}{WEIGHT_ROW}{BLOCKS}{}{}{}{}{}{}",
+                "{PDL}{F16_HELPERS}{WEIGHT_ROW}{BLOCKS}{}{}{}{}{}{}{}",
                 include_str!("kernels/matmul.cu"),
                 include_str!("kernels/quantize_q8.cuh"),
                 include_str!("kernels/matvec_q8.cu"),
                 include_str!("kernels/copy_async.cuh"),
                 include_str!("kernels/tensor_core.cuh"),
-                include_str!("kernels/mmq_tc.cu")
+                include_str!("kernels/mmq_tc.cu"),
+                include_str!("kernels/mmq_f16.cu")
             ),
         ),
         (
@@ -222,6 +243,9 @@ struct Q8Kernels {
     /// `tensor_core[i]` multiplies up to 8 · 2^i rows on the tensor cores (`mmq_tc_*_{2^i}`);
     /// empty for the types without them.
     tensor_core: Vec<CudaFunction>,
+    /// `tensor_core_f16[i]` multiplies up to 8 · `TC_F16_TILES[i]` rows with the weights in f16
+    /// (`mmq_f16_*`); empty likewise.
+    tensor_core_f16: Vec<CudaFunction>,
 }
 
 impl Q8Kernels {
@@ -292,15 +316,25 @@ struct SliceScratch {
     counters: CudaSlice<u32>,
 }
 
+/// The 8-bit rows of a product on the f16 tensor-core kernels, as those take them: the values in
+/// f16, each row scaled by a power of two, and per row the factor that undoes it.
+struct HalfRows {
+    values: Option<CudaSlice<u16>>,
+    factors: Option<CudaSlice<f32>>,
+}
+
 /// The matrix kernels of one device.
 pub(crate) struct Matmul {
     types: Vec<TypeKernels>,
     x_to_f16: CudaFunction,
     scale_rows: CudaFunction,
     quantize_q8: CudaFunction,
+    q8_to_f16: CudaFunction,
     gemm: Mutex<Option<Gemm>>,
     /// The buffers of the last activations quantized to 8 bits.
     quantized: Mutex<Option<QuantizedRows>>,
+    /// The 8-bit rows of the last product on the f16 tensor-core kernels, as f16 (`q8_to_f16`).
+    halves: Mutex<HalfRows>,
     slices: Mutex<Option<SliceScratch>>,
     /// The device's multiprocessors, which the tensor-core kernels' grids are sized for.
     n_sm: usize,
@@ -345,6 +379,22 @@ impl Matmul {
                                 .collect::<Result<_>>()?,
                             false => Vec::new(),
                         },
+                        tensor_core_f16: match has_tensor_core(ty) {
+                            true => TC_F16_TILES
+                                .iter()
+                                .map(|&t| {
+                                    let kernel = f(&matvec, &format!("mmq_f16_{name}_{t}"))?;
+                                    kernel
+                                        .set_attribute(
+                                            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                            f16_shared_bytes(t) as i32,
+                                        )
+                                        .map_err(|e| error(OP, format!("mmq_f16_{name}_{t}: {e}")))?;
+                                    Ok(kernel)
+                                })
+                                .collect::<Result<_>>()?,
+                            false => Vec::new(),
+                        },
                     }),
                     false => None,
                 },
@@ -362,8 +412,13 @@ impl Matmul {
             x_to_f16: f(&dequant, "x_to_f16")?,
             scale_rows: f(&dequant, "scale_rows")?,
             quantize_q8: f(&matvec, "quantize_q8")?,
+            q8_to_f16: f(&matvec, "q8_to_f16")?,
             gemm: Mutex::new(None),
             quantized: Mutex::new(None),
+            halves: Mutex::new(HalfRows {
+                values: None,
+                factors: None,
+            }),
             slices: Mutex::new(None),
             n_sm,
             pdl,
@@ -390,6 +445,10 @@ impl Matmul {
                     id(&q.outliers, stream),
                 ]);
             }
+        }
+        if let Ok(h) = self.halves.lock() {
+            ids.extend(h.values.as_ref().map(|s| id(s, stream)));
+            ids.extend(h.factors.as_ref().map(|s| id(s, stream)));
         }
         if let Ok(s) = self.slices.lock() {
             if let Some(s) = s.as_ref() {
@@ -458,6 +517,7 @@ impl Matmul {
         // The k for which `quantized` holds x, once quantized here; likewise the GEMM path's
         // f16 copy of x.
         let mut quantized_k = None;
+        let mut halves_k = None;
         let mut x16_k = None;
         let mut i = 0;
         while i < products.len() {
@@ -491,7 +551,15 @@ impl Matmul {
                     .count();
                 let group = &mut products[i..i + len];
                 if n >= TENSOR_CORE_MIN_ROWS && !matvec_q8.tensor_core.is_empty() {
-                    self.tensor_core_launch(stream, matvec_q8, group, row_bytes, q, n)?;
+                    self.tensor_core_launch(
+                        stream,
+                        matvec_q8,
+                        group,
+                        row_bytes,
+                        q,
+                        n,
+                        &mut halves_k,
+                    )?;
                 } else {
                     matvec_q8_launches(stream, matvec_q8, self.pdl, group, row_bytes, q, n)?;
                 }
@@ -524,7 +592,10 @@ impl Matmul {
     /// y[n × m] = x̃ · Wᵀ on the tensor cores for each (W, y) of `products` (at most
     /// `MAX_PRODUCTS`, all of one type and k, so one `row_bytes`), x̃ the n ≤
     /// `TENSOR_CORE_MAX_ROWS` quantized rows in `q`, in one launch: blocks of `TC_ROWS` weight
-    /// rows, product after product along x, times slices of the super-blocks along y.
+    /// rows, product after product along x, times slices of the super-blocks along y. From
+    /// `TC_F16_MIN_TILES` tiles of rows on, the kernels with f16 weights multiply, and x̃'s
+    /// values are written as f16 first unless `halves_k` says that this `run` did so for k.
+    #[allow(clippy::too_many_arguments)]
     fn tensor_core_launch(
         &self,
         stream: &Arc<CudaStream>,
@@ -533,6 +604,7 @@ impl Matmul {
         row_bytes: i64,
         q: &QuantizedRows,
         n: usize,
+        halves_k: &mut Option<usize>,
     ) -> Result<()> {
         const OP: &str = "matmul";
         debug_assert!((1..=MAX_PRODUCTS).contains(&products.len()));
@@ -543,6 +615,37 @@ impl Matmul {
             .iter()
             .position(|&t| t == tiles)
             .ok_or_else(|| error(OP, format!("no tensor-core kernel for {n} rows")))?;
+        let f16 = tiles >= TC_F16_MIN_TILES;
+        let mut halves = self
+            .halves
+            .lock()
+            .map_err(|_| error(OP, "a previous product panicked"))?;
+        if f16 && *halves_k != Some(k) {
+            let halves = &mut *halves;
+            let values = grow(stream, &mut halves.values, n * k)?;
+            let factors = grow(stream, &mut halves.factors, n)?;
+            let ki = k as i32;
+            let mut launch = Launch::new(stream, &self.q8_to_f16, self.pdl);
+            launch
+                .arg(&q.qs)
+                .arg(&q.ds)
+                .arg(values)
+                .arg(factors)
+                .arg(&ki);
+            let config = LaunchConfig {
+                grid_dim: (
+                    n as u32,
+                    (k / 8).div_ceil(Q8_TO_F16_THREADS as usize) as u32,
+                    1,
+                ),
+                block_dim: (Q8_TO_F16_THREADS, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: matches `q8_to_f16`; q holds n rows of k int8 values (k a multiple of 256)
+            // and their block scales, the buffers room for as many f16 and n factors.
+            unsafe { launch.run(config) }.map_err(failed(OP))?;
+            *halves_k = Some(k);
+        }
         let (guards, bases) = product_addresses(stream, products);
         let (ps, blocks) = launch_products(&bases, TC_ROWS, 0);
         let slices = (self.n_sm * TC_BLOCKS_PER_SM[kernel])
@@ -569,11 +672,26 @@ impl Matmul {
         }
         let scratch = scratch.as_mut().expect("allocated above");
         let (ki, ni) = (k as i32, n as i32);
-        let mut launch = Launch::new(stream, &kernels.tensor_core[kernel], self.pdl);
+        let (mut launch, shared_mem_bytes) = match f16 {
+            true => {
+                let i = TC_F16_TILES
+                    .iter()
+                    .position(|&t| t == tiles)
+                    .expect("the f16 kernels cover TC_F16_MIN_TILES and more");
+                let mut launch = Launch::new(stream, &kernels.tensor_core_f16[i], self.pdl);
+                launch
+                    .arg(&ps)
+                    .arg(halves.values.as_ref().expect("written above"))
+                    .arg(halves.factors.as_ref().expect("written above"));
+                (launch, f16_shared_bytes(tiles))
+            }
+            false => {
+                let mut launch = Launch::new(stream, &kernels.tensor_core[kernel], self.pdl);
+                launch.arg(&ps).arg(&q.qs).arg(&q.ds);
+                (launch, 0)
+            }
+        };
         launch
-            .arg(&ps)
-            .arg(&q.qs)
-            .arg(&q.ds)
             .arg(&q.outliers)
             .arg(&q.cap)
             .arg(&ki)
@@ -584,9 +702,11 @@ impl Matmul {
         let config = LaunchConfig {
             grid_dim: (blocks as u32, slices as u32, 1),
             block_dim: (TC_THREADS, 1, 1),
-            shared_mem_bytes: 0,
+            shared_mem_bytes: shared_mem_bytes as u32,
         };
-        // SAFETY: the argument list matches `mmq_tc_*` in mmq_tc.cu; each weight buffer was
+        // SAFETY: the argument list matches `mmq_tc_*` in mmq_tc.cu (`mmq_f16_*` in mmq_f16.cu,
+        // with x̃ as f16 and its rows' factors in `halves`, and the shared memory its stages
+        // need, which `new` allowed it); each weight buffer was
         // checked to hold its m rows (with their padding), q holds x's n rows of k quantized
         // values (k whole super-blocks) and their outliers, each y n × m outputs; product p's
         // blocks cover its m rows, the slices at most one super-block each; the scratch holds

@@ -22,7 +22,8 @@ const TYPES: [GgmlType; 13] = {
 /// 1 to 8 rows take the matrix-vector kernels. 9, 11 (a group of 8, then 3 rows) and 16 (two
 /// groups) take the batched 8-bit kernels for `Q8_TYPES`, cuBLAS for the others; 17 and more
 /// take cuBLAS, except for `TENSOR_CORE_TYPES`, whose tensor-core kernels take 4 to 64 rows
-/// (tiles of 8, 16, 32 or 64 rows: 9, 17 and 33 leave most of a tile empty); 65 takes cuBLAS.
+/// (tiles of 8, 16, 32 or 64 rows: 9, 17 and 33 leave most of a tile empty; int8 products up to
+/// 16, the weights in f16 from 17); 65 takes cuBLAS.
 const ROW_COUNTS: [usize; 12] = [1, 2, 3, 8, 9, 11, 16, 17, 32, 33, 64, 65];
 
 /// The matrix-vector kernels accumulate in f32 in another order than the f64 reference.
@@ -176,6 +177,41 @@ fn tensor_core_slices_and_ragged_rows_match() {
     for ty in TENSOR_CORE_TYPES {
         for (k, m) in [(256, 1), (512, 63), (4352, 130), (1024, 192), (256, 20000)] {
             check_products_within(&cuda, &mut rng, ty, k, m, &[5, 9, 24, 40, 64], |_| TOL_Q8);
+        }
+    }
+}
+
+/// From 17 rows (`TC_F16_MIN_TILES` in matmul.rs) the tensor-core products take the weights
+/// dequantized to f16 (mmq_f16.cu), up to 16 their int8 quants with each block's sum scaled in f32
+/// (mmq_tc.cu), on the same 8-bit rows (each row quantized alone): 64 rows at once must give each
+/// 16 rows' products of the int8 kernels but for the f16 rounding of the weights and values (a
+/// relative 2^-11 or less each), far within `TOL_Q8`; a wrong scale, min or order of values is
+/// off by more than 1e-2.
+#[test]
+fn f16_tensor_core_products_match_the_int8_ones() {
+    const TOL_F16_WEIGHTS: f32 = 2e-3;
+    let cuda = require_cuda!();
+    let mut rng = Rng::new(19);
+    let (n, part) = (64, 16);
+    for ty in TENSOR_CORE_TYPES {
+        for (k, m) in [(768, 37), (4352, 130)] {
+            let (_, w) = weight(&cuda, "w", ty, &[k, m], &rng.values(m * k, 1.0));
+            let x = rng.values(n * k, 1.0);
+            let product = |rows: &[f32]| {
+                let x = cuda.upload(rows.len() / k, k, rows.to_vec()).unwrap();
+                cuda.to_host(&cuda.matmul(&x, &w).unwrap()).unwrap()
+            };
+            let all = product(&x);
+            for (i, rows) in x.chunks(part * k).enumerate() {
+                let diff = rel_diff(&all[i * part * m..(i + 1) * part * m], &product(rows));
+                assert!(
+                    diff <= TOL_F16_WEIGHTS,
+                    "{ty} {m} × {k}, rows {} .. {}: relative difference {diff:e} > \
+                     {TOL_F16_WEIGHTS:e}",
+                    i * part,
+                    (i + 1) * part
+                );
+            }
         }
     }
 }

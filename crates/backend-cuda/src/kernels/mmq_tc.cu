@@ -232,44 +232,19 @@ struct Q6_K_TC {
 
 // ---------------------------------------------------------------------------------- the kernel
 
+// What both kinds of tensor-core kernel do with their sums (acc[t] as the mma's d: rows row0,
+// row0 + 8 × columns 8t + 2c, 8t + 2c + 1): with slices, each block writes its sums to `partial`
+// and the last of a tile's slices to arrive (a counter per tile, which it resets for the next
+// launch) adds them up in slice order, so that y has the same bits whichever arrives last (`last`,
+// shared, says which); then the rows' outliers are added in f32 and y written.
 template <class T, int NT>
-__device__ __forceinline__ void mmq_tc(const Products& ps, const signed char* __restrict__ xq,
-                                       const float2* __restrict__ xd,
-                                       const u32* __restrict__ outliers, int cap, int k,
-                                       long long row_bytes, int n, float4* __restrict__ partial,
-                                       u32* __restrict__ counters) {
-    const int b = blockIdx.x;
-    const Product product = product_of_block(ps, b);
-    const u8* __restrict__ w = product.w;
-    float* __restrict__ y = product.y;
-    const int m = product.m, first = product.first;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int g = lane >> 2, c = lane & 3;
-    const int row0 = (b - first) * TC_ROWS + 16 * warp + g;  // and row0 + 8
-    const Row rows[2] = {weight_row<T::BB>(w, min(row0, m - 1), m, row_bytes),
-                         weight_row<T::BB>(w, min(row0 + 8, m - 1), m, row_bytes)};
-    const int slices = gridDim.y, slice = blockIdx.y, blocks = k / TC_K;
-    const int sb0 = slice * blocks / slices, sb1 = (slice + 1) * blocks / slices;
-
-    __shared__ __align__(16) Stage<NT, T::STRIDE> stages[2];
-    start_dependents();
-    typename T::Raw raw = T::load(rows, sb0, c);
-    wait_for_producers();
-    stage_rows(stages[0], xq, xd, k, n, sb0);
-    copy_async_commit();
-    float acc[NT][4] = {};
-    for (int sb = sb0; sb < sb1; sb++) {
-        const int s = (sb - sb0) & 1;
-        if (sb + 1 < sb1) stage_rows(stages[s ^ 1], xq, xd, k, n, sb + 1);
-        copy_async_commit();
-        const typename T::Raw next = sb + 1 < sb1 ? T::load(rows, sb + 1, c) : raw;
-        copy_async_wait<1>();
-        __syncthreads();
-        T::template step<NT>(raw, stages[s], lane, acc);
-        __syncthreads();  // before the next step's copies overwrite this stage
-        raw = next;
-    }
-
+__device__ __forceinline__ void finish_tc(float (&acc)[NT][4], const Row (&rows)[2], int row0,
+                                          int m, int n, float* __restrict__ y,
+                                          const u32* __restrict__ outliers, int cap,
+                                          float4* __restrict__ partial,
+                                          u32* __restrict__ counters, bool& last) {
+    const int b = blockIdx.x, slices = gridDim.y, slice = blockIdx.y;
+    const int c = threadIdx.x & 3;
     if (slices > 1) {
         const long long tile = (long long)b * slices;
         float4* mine = partial + (tile + slice) * NT * (32 * TC_WARPS);
@@ -279,7 +254,6 @@ __device__ __forceinline__ void mmq_tc(const Products& ps, const signed char* __
                 make_float4(acc[t][0], acc[t][1], acc[t][2], acc[t][3]);
         __threadfence();
         __syncthreads();
-        __shared__ bool last;
         if (threadIdx.x == 0) {
             last = atomicAdd(&counters[b], 1u) == (u32)slices - 1;
             if (last) counters[b] = 0;
@@ -315,6 +289,50 @@ __device__ __forceinline__ void mmq_tc(const Products& ps, const signed char* __
                               __uint_as_float(o[2 + 2 * i]), v);
             y[(long long)col * m + row] = v;
         }
+}
+
+template <class T, int NT>
+__device__ __forceinline__ void mmq_tc(const Products& ps, const signed char* __restrict__ xq,
+                                       const float2* __restrict__ xd,
+                                       const u32* __restrict__ outliers, int cap, int k,
+                                       long long row_bytes, int n, float4* __restrict__ partial,
+                                       u32* __restrict__ counters) {
+    const int b = blockIdx.x;
+    const Product product = product_of_block(ps, b);
+    const u8* __restrict__ w = product.w;
+    float* __restrict__ y = product.y;
+    const int m = product.m, first = product.first;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = lane >> 2, c = lane & 3;
+    const int row0 = (b - first) * TC_ROWS + 16 * warp + g;  // and row0 + 8
+    const Row rows[2] = {weight_row<T::BB>(w, min(row0, m - 1), m, row_bytes),
+                         weight_row<T::BB>(w, min(row0 + 8, m - 1), m, row_bytes)};
+    const int slices = gridDim.y, slice = blockIdx.y, blocks = k / TC_K;
+    const int sb0 = slice * blocks / slices, sb1 = (slice + 1) * blocks / slices;
+
+    __shared__ __align__(16) Stage<NT, T::STRIDE> stages[2];
+    // finish_tc's; declared after the stages, which so start at offset 0 (declared in finish_tc,
+    // before them, it cost the 1-tile kernel an add per address and 7B's 4 sequences 5%).
+    __shared__ bool last;
+    start_dependents();
+    typename T::Raw raw = T::load(rows, sb0, c);
+    wait_for_producers();
+    stage_rows(stages[0], xq, xd, k, n, sb0);
+    copy_async_commit();
+    float acc[NT][4] = {};
+    for (int sb = sb0; sb < sb1; sb++) {
+        const int s = (sb - sb0) & 1;
+        if (sb + 1 < sb1) stage_rows(stages[s ^ 1], xq, xd, k, n, sb + 1);
+        copy_async_commit();
+        const typename T::Raw next = sb + 1 < sb1 ? T::load(rows, sb + 1, c) : raw;
+        copy_async_wait<1>();
+        __syncthreads();
+        T::template step<NT>(raw, stages[s], lane, acc);
+        __syncthreads();  // before the next step's copies overwrite this stage
+        raw = next;
+    }
+
+    finish_tc<T, NT>(acc, rows, row0, m, n, y, outliers, cap, partial, counters, last);
 }
 
 // mmq_tc_<type>_<NT>: up to 8 NT activation rows (n of them), their NT tiles of 8 fixed so that
