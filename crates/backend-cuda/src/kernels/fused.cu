@@ -50,8 +50,10 @@ struct SumOf {
 };
 
 // add_rms_norm of rows of one group each (k values, k a multiple of 32), with their 8-bit rows
-// for the products (norm_q8.cuh).
-extern "C" __global__ void __launch_bounds__(QUANTIZE_THREADS)
+// for the products (norm_q8.cuh). At most 64 registers, so that two blocks share an SM: a 7B
+// step of 64 sequences launches 512 blocks, which at 70 registers ran one an SM (64 sequences:
+// 7B +3%, TinyLlama +2% on an H200; docs/benchmarks.md, 2026-11-30).
+extern "C" __global__ void __launch_bounds__(QUANTIZE_THREADS, 2)
     add_rms_norm_q8(const float* a, const float* b, const float* weight, float* sum, float* out,
                     int k, float eps, float factor, signed char* qs,
                     float2* ds, unsigned int* outliers, int cap) {
