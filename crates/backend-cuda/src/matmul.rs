@@ -514,8 +514,8 @@ impl Matmul {
             .quantized
             .lock()
             .map_err(|_| error(OP, "a previous product panicked"))?;
-        // The k for which `quantized` holds x, once quantized here; likewise the GEMM path's
-        // f16 copy of x.
+        // The k for which `quantized` holds x, once quantized here; likewise `halves` (x's
+        // 8-bit rows as f16, for the f16 tensor-core kernels) and the GEMM path's f16 copy of x.
         let mut quantized_k = None;
         let mut halves_k = None;
         let mut x16_k = None;
