@@ -15,6 +15,20 @@
 # machine, GPU or not); with no adapter they skip loudly.
 set -eu
 cd "$(dirname "$0")/.."
+
+# This is README.md's test command (its sh block after "**Run the tests**"), which CI runs
+# (.ci/run): stop, naming both, where the README has come to say anything else.
+readme_command=$(awk '/^\*\*Run the tests\*\*/ { found = 1 }
+                      found && /^```sh$/ { inside = 1; next }
+                      inside && /^```$/ { exit }
+                      inside { print }' README.md)
+if [ "$readme_command" != "tools/test-all.sh" ]; then
+    echo "test-all: README.md's test command (its sh block after \"**Run the tests**\") is" >&2
+    echo "  ${readme_command:-(none)}" >&2
+    echo "but CI (.ci/run) runs tools/test-all.sh: make them the same" >&2
+    exit 1
+fi
+
 tools/install-test-deps.sh
 
 if [ -z "${VK_DRIVER_FILES:-}" ]; then
