@@ -17,7 +17,7 @@
 //!   sequences): 1,084 / 2,982 / 4,520 against 981 / 1,505 / 4,228 with the mat-vecs and cuBLAS
 //!   (docs/benchmarks.md, 2026-11-29). At 64 rows that scaling bounds them, so from 17 rows
 //!   the weights are dequantized to f16 in registers instead and meet the 8-bit rows written as
-//!   f16 (`kernels/mmq_f16.cu`; `TC_F16_MIN_TILES`).
+//!   f16 (`kernels/mmq_f16.cu`; `tensor_core_kernel`).
 //! - Batched decoding (9 to 16 rows) with the other five types: the 8-bit kernels on groups of
 //!   8 rows, with 4 weight rows a warp so that each load of activations serves more products,
 //!   which stream the weight once per group. From 32 rows on, the dequantize + cuBLAS path below
@@ -74,9 +74,9 @@ pub(crate) const Q8_MAX_ROWS: usize = TENSOR_CORE_MAX_ROWS;
 const TC_ROWS: usize = 64;
 const TC_THREADS: u32 = 128;
 const TC_K: usize = 256;
-/// The counts of 8-row tiles that the tensor-core kernels are compiled for (`MMQ_TC_ALL`).
-const TC_TILES: [usize; 4] = [1, 2, 4, 8];
-/// The blocks per SM that the tensor-core kernels' slices aim at, by kernel (`TC_TILES`): a
+/// The counts of 8-row tiles that the int8 tensor-core kernels are compiled for (`MMQ_TC_ALL`).
+const TC_TILES: [usize; 2] = [1, 2];
+/// The blocks per SM that the int8 tensor-core kernels' slices aim at, by kernel (`TC_TILES`): a
 /// 4096-row weight has 64 blocks of 64 rows, too few to keep every SM's loads in flight, and
 /// splits its super-blocks into slices until the grid has about this many blocks per SM. With
 /// one tile a block's registers leave room for 4 blocks an SM, whose loads in flight the
@@ -85,19 +85,42 @@ const TC_TILES: [usize; 4] = [1, 2, 4, 8];
 /// 3,012 / 3,033 and 2,911 / 2,848; the full 7B 1,147 / 1,155 against 1,050 / 1,061. With 2
 /// tiles 4 was slower on TinyLlama's 16 sequences (8,845 / 8,934 against 9,296 / 9,178;
 /// docs/benchmarks.md, 2026-11-29, fifth round).
-const TC_BLOCKS_PER_SM: [usize; 4] = [4, 2, 2, 2];
+const TC_BLOCKS_PER_SM: [usize; 2] = [4, 2];
 /// The most slices of one product (each adds a partial sum that the last one reads).
 const TC_MAX_SLICES: usize = 8;
-/// The tile counts (`TC_TILES`) for which the types with tensor-core kernels also have kernels
-/// that dequantize the weights to f16 (`mmq_f16_*` in mmq_f16.cu), and the least of them that
-/// takes those: 17 – 64 rows. They need the rows in f16 (`q8_to_f16`, a launch of its own) but
+/// The counts of 8-row tiles that the kernels with the weights dequantized to f16 are compiled
+/// for (`mmq_f16_*` in mmq_f16.cu): 17 – 64 rows, above the int8 kernels' `TC_TILES`. They need
+/// the rows in f16 (`q8_to_f16`, a launch of its own) but
 /// scale a step's sums with the weights, once for all tiles of rows. On an H200
 /// (docs/benchmarks.md, 2026-11-30), 7B Q4_K_M, tokens/s of 32 / 64 sequences: 4,318 – 4,338 /
 /// 5,557 – 5,604 on the int8 kernels, 5,095 – 5,158 / 6,000 – 6,111 with these; TinyLlama 12,617
 /// – 13,405 / 16,043 – 16,920 against 13,244 – 13,652 / 16,645 – 17,259; ncu of a 7B step of 64
 /// (8 layers): 275 µs a layer in the int8 products, 222 in these and 15 in `q8_to_f16`.
 const TC_F16_TILES: [usize; 2] = [4, 8];
-const TC_F16_MIN_TILES: usize = 4;
+/// The blocks per SM that their slices aim at, by kernel (`TC_F16_TILES`), as measured above
+/// (their registers allow 3; not swept).
+const TC_F16_BLOCKS_PER_SM: [usize; 2] = [2, 2];
+
+/// A tensor-core kernel for a product's rows: an int8 one (`mmq_tc_*`) or one with the weights in
+/// f16 (`mmq_f16_*`), by its index in `TC_TILES` or `TC_F16_TILES`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum TensorCoreKernel {
+    Int8(usize),
+    F16(usize),
+}
+
+/// The tensor-core kernel for n rows and its tiles of 8 rows (n rounded up to whole tiles, their
+/// count to a power of two), or none above `TENSOR_CORE_MAX_ROWS`.
+fn tensor_core_kernel(n: usize) -> Option<(TensorCoreKernel, usize)> {
+    let tiles = n.div_ceil(MATVEC_MAX_ROWS).next_power_of_two();
+    let int8 = TC_TILES.iter().position(|&t| t == tiles);
+    let f16 = TC_F16_TILES.iter().position(|&t| t == tiles);
+    match (int8, f16) {
+        (Some(i), _) => Some((TensorCoreKernel::Int8(i), tiles)),
+        (None, Some(i)) => Some((TensorCoreKernel::F16(i), tiles)),
+        (None, None) => None,
+    }
+}
 /// Threads a block of `q8_to_f16`, 8 values each (`Q8_TO_F16_THREADS` in mmq_f16.cu).
 const Q8_TO_F16_THREADS: u32 = 256;
 /// The f16 kernels' shared memory: a ring of `F16_STAGES` stages of half a super-block (`F16_K`
@@ -240,8 +263,8 @@ struct Q8Kernels {
     single_wide: Option<CudaFunction>,
     /// Groups of 8 rows (`mmq_*`), `BATCH_ROWS_PER_WARP` weight rows a warp.
     batched: CudaFunction,
-    /// `tensor_core[i]` multiplies up to 8 · 2^i rows on the tensor cores (`mmq_tc_*_{2^i}`);
-    /// empty for the types without them.
+    /// `tensor_core[i]` multiplies up to 8 · `TC_TILES[i]` rows on the tensor cores
+    /// (`mmq_tc_*`); empty for the types without them.
     tensor_core: Vec<CudaFunction>,
     /// `tensor_core_f16[i]` multiplies up to 8 · `TC_F16_TILES[i]` rows with the weights in f16
     /// (`mmq_f16_*`); empty likewise.
@@ -592,9 +615,9 @@ impl Matmul {
     /// y[n × m] = x̃ · Wᵀ on the tensor cores for each (W, y) of `products` (at most
     /// `MAX_PRODUCTS`, all of one type and k, so one `row_bytes`), x̃ the n ≤
     /// `TENSOR_CORE_MAX_ROWS` quantized rows in `q`, in one launch: blocks of `TC_ROWS` weight
-    /// rows, product after product along x, times slices of the super-blocks along y. From
-    /// `TC_F16_MIN_TILES` tiles of rows on, the kernels with f16 weights multiply, and x̃'s
-    /// values are written as f16 first unless `halves_k` says that this `run` did so for k.
+    /// rows, product after product along x, times slices of the super-blocks along y. Where
+    /// `tensor_core_kernel` takes the kernels with f16 weights, x̃'s values are written as f16
+    /// first unless `halves_k` says that this `run` did so for k.
     #[allow(clippy::too_many_arguments)]
     fn tensor_core_launch(
         &self,
@@ -610,17 +633,13 @@ impl Matmul {
         debug_assert!((1..=MAX_PRODUCTS).contains(&products.len()));
         debug_assert!((1..=TENSOR_CORE_MAX_ROWS).contains(&n));
         let k = products[0].0.k;
-        let tiles = n.div_ceil(MATVEC_MAX_ROWS).next_power_of_two();
-        let kernel = TC_TILES
-            .iter()
-            .position(|&t| t == tiles)
+        let (kernel, tiles) = tensor_core_kernel(n)
             .ok_or_else(|| error(OP, format!("no tensor-core kernel for {n} rows")))?;
-        let f16 = tiles >= TC_F16_MIN_TILES;
         let mut halves = self
             .halves
             .lock()
             .map_err(|_| error(OP, "a previous product panicked"))?;
-        if f16 && *halves_k != Some(k) {
+        if matches!(kernel, TensorCoreKernel::F16(_)) && *halves_k != Some(k) {
             let halves = &mut *halves;
             let values = grow(stream, &mut halves.values, n * k)?;
             let factors = grow(stream, &mut halves.factors, n)?;
@@ -648,7 +667,11 @@ impl Matmul {
         }
         let (guards, bases) = product_addresses(stream, products);
         let (ps, blocks) = launch_products(&bases, TC_ROWS, 0);
-        let slices = (self.n_sm * TC_BLOCKS_PER_SM[kernel])
+        let blocks_per_sm = match kernel {
+            TensorCoreKernel::Int8(i) => TC_BLOCKS_PER_SM[i],
+            TensorCoreKernel::F16(i) => TC_F16_BLOCKS_PER_SM[i],
+        };
+        let slices = (self.n_sm * blocks_per_sm)
             .div_ceil(blocks)
             .clamp(1, (k / TC_K).min(TC_MAX_SLICES));
         // Each slice's block keeps 4 sums per thread and tile of 8 rows.
@@ -672,12 +695,8 @@ impl Matmul {
         }
         let scratch = scratch.as_mut().expect("allocated above");
         let (ki, ni) = (k as i32, n as i32);
-        let (mut launch, shared_mem_bytes) = match f16 {
-            true => {
-                let i = TC_F16_TILES
-                    .iter()
-                    .position(|&t| t == tiles)
-                    .expect("the f16 kernels cover TC_F16_MIN_TILES and more");
+        let (mut launch, shared_mem_bytes) = match kernel {
+            TensorCoreKernel::F16(i) => {
                 let mut launch = Launch::new(stream, &kernels.tensor_core_f16[i], self.pdl);
                 launch
                     .arg(&ps)
@@ -685,8 +704,8 @@ impl Matmul {
                     .arg(halves.factors.as_ref().expect("written above"));
                 (launch, f16_shared_bytes(tiles))
             }
-            false => {
-                let mut launch = Launch::new(stream, &kernels.tensor_core[kernel], self.pdl);
+            TensorCoreKernel::Int8(i) => {
+                let mut launch = Launch::new(stream, &kernels.tensor_core[i], self.pdl);
                 launch.arg(&ps).arg(&q.qs).arg(&q.ds);
                 (launch, 0)
             }
@@ -1175,6 +1194,25 @@ mod tests {
         assert!([GgmlType::Q4_0, GgmlType::Q8_0]
             .into_iter()
             .all(has_wide_single_row));
+    }
+
+    /// Up to 16 rows take the int8 kernels, 17 – 64 those with f16 weights: the GPU test
+    /// `f16_tensor_core_products_match_the_int8_ones` (tests/matmul.rs) compares 64 rows with
+    /// launches of 16, which only tests something while they take different kernels.
+    #[test]
+    fn rows_take_int8_kernels_up_to_16_and_f16_ones_up_to_64() {
+        use TensorCoreKernel::*;
+        for n in 1..=80 {
+            let want = match n {
+                1..=8 => Some((Int8(0), 1)),
+                9..=16 => Some((Int8(1), 2)),
+                17..=32 => Some((F16(0), 4)),
+                33..=64 => Some((F16(1), 8)),
+                _ => None,
+            };
+            assert_eq!(tensor_core_kernel(n), want, "{n} rows");
+        }
+        assert_eq!(TENSOR_CORE_MAX_ROWS, 64);
     }
 
     #[test]

@@ -181,12 +181,13 @@ fn tensor_core_slices_and_ragged_rows_match() {
     }
 }
 
-/// From 17 rows (`TC_F16_MIN_TILES` in matmul.rs) the tensor-core products take the weights
-/// dequantized to f16 (mmq_f16.cu), up to 16 their int8 quants with each block's sum scaled in f32
-/// (mmq_tc.cu), on the same 8-bit rows (each row quantized alone): 64 rows at once must give each
-/// 16 rows' products of the int8 kernels but for the f16 rounding of the weights and values (a
-/// relative 2^-11 or less each), far within `TOL_Q8`; a wrong scale, min or order of values is
-/// off by more than 1e-2.
+/// From 17 rows (`tensor_core_kernel` in matmul.rs, whose host test keeps 16 and 64 rows on
+/// different kernels) the tensor-core products take the weights dequantized to f16
+/// (mmq_f16.cu), up to 16 their int8 quants with each block's sum scaled in f32 (mmq_tc.cu), on
+/// the same 8-bit rows (each row quantized alone): 64 rows at once must give each 16 rows'
+/// products of the int8 kernels but for the f16 rounding of the weights and values (a relative
+/// 2^-11 or less each), far within `TOL_Q8`; a wrong scale, min or order of values is off by
+/// more than 1e-2.
 #[test]
 fn f16_tensor_core_products_match_the_int8_ones() {
     const TOL_F16_WEIGHTS: f32 = 2e-3;

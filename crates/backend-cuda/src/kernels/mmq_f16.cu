@@ -40,15 +40,6 @@ __device__ __forceinline__ u32 hfma2(u32 a, u32 b, u32 c) {
 __device__ __forceinline__ u32 even_bytes_f16(u32 w) { return __byte_perm(w, F16_1024, 0x5250); }
 __device__ __forceinline__ u32 odd_bytes_f16(u32 w) { return __byte_perm(w, F16_1024, 0x5351); }
 
-// d += a · b for a 16×16 f16 tile a and a 16×8 f16 tile b (tensor_core.cuh gives the fragments'
-// layout), f32 sums.
-__device__ __forceinline__ void mma_f16(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-        "{%8, %9}, {%0, %1, %2, %3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 // The 8-bit rows as f16: each value q·d (its block's scale d) times 2^-e, e the row's power of
 // two that puts 127 times its largest d in [2^14, 2^15), so that no value exceeds f16's range
 // and small rows keep their bits; factors[row] = 2^e undoes it after the products. Every 4
@@ -108,19 +99,20 @@ __device__ __forceinline__ void stage_halves(unsigned short* s, const unsigned s
 }
 
 // A lane's weight fragments of one 32-value block for two k16 products: a[u] holds rows g, g + 8
-// at the lane's values 8c + 4u .. 8c + 4u + 3 of the block, as mma_f16's a (v0, v2 in columns
+// at the lane's values 8c + 4u .. 8c + 4u + 3 of the block, as mma_16x8x16's a (v0, v2 in columns
 // 2c, 2c + 1 and v1, v3 in 2c + 8, 2c + 9: the order that q8_to_f16 stores the activations in).
-// words[u][i] holds row i's 4 values for product u, a byte each; (1024 + byte) − offset[i] is
-// the value's quant, exactly, and the weight that quant times scale[i] plus add[i], rounded once.
+// words[u][i] holds row i's 4 values for product u, a byte each; (1024 + byte) − offset (an f16
+// pair) is the value's quant, exactly, and the weight that quant times scale[i] plus add[i],
+// rounded once.
 __device__ __forceinline__ void weight_fragments(u32 (&a)[2][4], const u32 (&words)[2][2],
-                                                 const u32 (&offset)[2], const u32 (&scale)[2],
+                                                 u32 offset, const u32 (&scale)[2],
                                                  const u32 (&add)[2]) {
 #pragma unroll
     for (int u = 0; u < 2; u++)
 #pragma unroll
         for (int i = 0; i < 2; i++) {
-            a[u][i] = hfma2(hsub2(even_bytes_f16(words[u][i]), offset[i]), scale[i], add[i]);
-            a[u][2 + i] = hfma2(hsub2(odd_bytes_f16(words[u][i]), offset[i]), scale[i], add[i]);
+            a[u][i] = hfma2(hsub2(even_bytes_f16(words[u][i]), offset), scale[i], add[i]);
+            a[u][2 + i] = hfma2(hsub2(odd_bytes_f16(words[u][i]), offset), scale[i], add[i]);
         }
 }
 
@@ -132,8 +124,9 @@ __device__ __forceinline__ void block_products(const u32 (&a)[2][4], const unsig
 #pragma unroll
     for (int t = 0; t < NT; t++) {
         const uint4 b = *(const uint4*)(s + (8 * t + g) * F16_STRIDE + 32 * jj + 8 * c);
-        mma_f16(acc[t], a[0], b.x, b.y);
-        mma_f16(acc[t], a[1], b.z, b.w);
+        const u32 lo[2] = {b.x, b.y}, hi[2] = {b.z, b.w};
+        mma_16x8x16(acc[t], a[0], lo);
+        mma_16x8x16(acc[t], a[1], hi);
     }
 }
 
@@ -155,7 +148,6 @@ struct Q4_K_F16 {
     static __device__ void step(const Raw& raw, const unsigned short* s, int lane,
                                 float (&acc)[NT][4]) {
         const int g = lane >> 2, c = lane & 3;
-        const u32 offset[2] = {F16_1024, F16_1024};
 #pragma unroll
         for (int jj = 0; jj < 4; jj++) {
             const int j = 4 * HALF + jj, p = j >> 1, shift = 4 * (j & 1);
@@ -172,7 +164,7 @@ struct Q4_K_F16 {
                 words[1][i] = (raw.q[i][p].y >> shift) & LO4;
             }
             u32 a[2][4];
-            weight_fragments(a, words, offset, scale, add);
+            weight_fragments(a, words, F16_1024, scale, add);
             block_products<NT>(a, s, jj, g, c, acc);
         }
     }
@@ -211,7 +203,7 @@ struct Q6_K_F16 {
     static __device__ void step(const Raw& raw, const unsigned short* s, int lane,
                                 float (&acc)[NT][4]) {
         const int g = lane >> 2, c = lane & 3;
-        const u32 offset[2] = {0x64206420u, 0x64206420u};  // 1056: 1024 + 32
+        const u32 offset = 0x64206420u;  // 1056 = 1024 + 32, twice
         const u32 add[2] = {0, 0};
         // Blocks 4 HALF .. are h = HALF, s = 0 .. 3: scales 8h + 2s + c / 2, bytes 2s + c / 2
         // of the scales' words 2h (s < 2) and 2h + 1.

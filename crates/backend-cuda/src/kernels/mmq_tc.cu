@@ -1,6 +1,6 @@
 // (After tensor_core.cuh and matvec_q8.cu, whose Products, weight_at and 8-bit row format it
-// takes.) Batched decoding on the tensor cores: y[n × m] = x̃[n × k] · Wᵀ for up to 64 8-bit
-// activation rows, with int8 products (mma.sync m16n8k32 / m16n8k16, s8 × s8 → s32) of the
+// takes.) Batched decoding on the tensor cores: y[n × m] = x̃[n × k] · Wᵀ for 4 to 16 8-bit
+// activation rows (more take mmq_f16.cu's kernels), with int8 products (mma.sync m16n8k32 / m16n8k16, s8 × s8 → s32) of the
 // weights' integer quants and the rows' int8 values, each block of 32 (Q6_K: 16) values scaled
 // in f32 after its integer sum, as the dp4a kernels of matvec_q8.cu do. Every weight byte is
 // read from DRAM once for all n rows: the mat-vec kernels there stream the weight once per group
@@ -336,7 +336,8 @@ __device__ __forceinline__ void mmq_tc(const Products& ps, const signed char* __
 }
 
 // mmq_tc_<type>_<NT>: up to 8 NT activation rows (n of them), their NT tiles of 8 fixed so that
-// the accumulators stay in registers. Powers of two only: the 8 counts took NVRTC twice as long.
+// the accumulators stay in registers: 1 and 2 tiles (`TC_TILES` in matmul.rs); 4 and 8 are
+// mmq_f16.cu's. Powers of two only: all 8 counts took NVRTC twice as long.
 #define MMQ_TC(name, T, NT)                                                                    \
     extern "C" __global__ void __launch_bounds__(32 * TC_WARPS) mmq_tc_##name##_##NT(          \
         const Products ps, const signed char* __restrict__ xq, const float2* __restrict__ xd, \
@@ -344,7 +345,7 @@ __device__ __forceinline__ void mmq_tc(const Products& ps, const signed char* __
         float4* __restrict__ partial, u32* __restrict__ counters) {                            \
         mmq_tc<T, NT>(ps, xq, xd, outliers, cap, k, row_bytes, n, partial, counters);          \
     }
-#define MMQ_TC_ALL(name, T) MMQ_TC(name, T, 1) MMQ_TC(name, T, 2) MMQ_TC(name, T, 4) MMQ_TC(name, T, 8)
+#define MMQ_TC_ALL(name, T) MMQ_TC(name, T, 1) MMQ_TC(name, T, 2)
 
 MMQ_TC_ALL(q4_k, Q4_K_TC)
 MMQ_TC_ALL(q6_k, Q6_K_TC)
